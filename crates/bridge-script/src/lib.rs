@@ -1,0 +1,1 @@
+//! bridge-script (filled by its issue).

@@ -1,0 +1,1 @@
+//! evaluate (filled by its issue).

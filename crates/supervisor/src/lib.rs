@@ -1,0 +1,1 @@
+//! supervisor (filled by its issue).

@@ -1,0 +1,1 @@
+//! tool-surface (filled by its issue).
