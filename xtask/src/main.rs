@@ -25,7 +25,7 @@ fn main() -> Result<()> {
         }
         "bench" => {
             setup()?;
-            run(cargo().args(["run", "--release", "-p", "tabwarden", "--", "bench"]).args(rest))
+            run(cargo().args(["run", "--release", "-p", "tabwarden-bench", "--"]).args(rest))
         }
         "e2e" => e2e(rest),
         "help" | "--help" | "-h" => {

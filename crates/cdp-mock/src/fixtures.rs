@@ -55,7 +55,9 @@ impl FixtureServer {
     pub async fn start() -> Self {
         let site = Arc::new(Mutex::new(Site::default()));
         #[allow(clippy::expect_used)]
-        let first = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
+        let first = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
         #[allow(clippy::expect_used)]
         let port = first.local_addr().expect("addr").port();
         let mut listeners = vec![first];
@@ -84,12 +86,15 @@ impl FixtureServer {
 
     /// Serves `html` at `path` (e.g. `/c07.html`).
     pub fn page(&self, path: &str, html: &str) -> &Self {
-        self.resource(path, Resource {
-            body: html.as_bytes().to_vec(),
-            content_type: "text/html; charset=utf-8".into(),
-            headers: vec![],
-            delay: None,
-        })
+        self.resource(
+            path,
+            Resource {
+                body: html.as_bytes().to_vec(),
+                content_type: "text/html; charset=utf-8".into(),
+                headers: vec![],
+                delay: None,
+            },
+        )
     }
 
     /// Serves a resource at `path`.
@@ -100,7 +105,9 @@ impl FixtureServer {
 
     /// Serves the files of `dir` under the URL prefix `prefix` (e.g. `/pages`).
     pub fn dir(&self, prefix: &str, dir: impl Into<PathBuf>) -> &Self {
-        self.lock().dirs.push((prefix.trim_end_matches('/').to_string(), dir.into()));
+        self.lock()
+            .dirs
+            .push((prefix.trim_end_matches('/').to_string(), dir.into()));
         self
     }
 
@@ -133,8 +140,17 @@ async fn serve(site: Arc<Mutex<Site>>, req: Request<Body>) -> Response<Body> {
                     return None;
                 }
                 let body = std::fs::read(dir.join(rest)).ok()?;
-                let ct = if rest.ends_with(".html") { "text/html; charset=utf-8" } else { "application/octet-stream" };
-                Some(Resource { body, content_type: ct.into(), headers: vec![], delay: None })
+                let ct = if rest.ends_with(".html") {
+                    "text/html; charset=utf-8"
+                } else {
+                    "application/octet-stream"
+                };
+                Some(Resource {
+                    body,
+                    content_type: ct.into(),
+                    headers: vec![],
+                    delay: None,
+                })
             }),
         }
     };
@@ -153,7 +169,10 @@ async fn serve(site: Arc<Mutex<Site>>, req: Request<Body>) -> Response<Body> {
     }
     h.insert("cache-control", HeaderValue::from_static("no-store"));
     for (k, v) in &r.headers {
-        if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
             h.insert(k, v);
         }
     }

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod dismiss_proxy;
 pub mod fixtures;
 pub use fixtures::FixtureServer;
 
@@ -75,10 +76,33 @@ struct Rule {
     times: Option<usize>,
 }
 
+/// One HTTP request seen by the server: a WebSocket handshake or a
+/// `/json/version` discovery request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpRequest {
+    /// Path and query as sent, e.g. `/devtools/browser/mock?token=t`.
+    pub path_and_query: String,
+    /// Headers as sent, names lowercase, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl HttpRequest {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[derive(Default)]
 struct State {
     rules: Vec<Rule>,
     received: Vec<Request>,
+    handshakes: Vec<HttpRequest>,
+    discovery: Vec<HttpRequest>,
+    extra_tasks: Vec<tokio::task::JoinHandle<()>>,
     clients: Vec<mpsc::UnboundedSender<Outgoing>>,
     strict: bool,
 }
@@ -100,6 +124,9 @@ pub struct MockServer {
 impl Drop for MockServer {
     fn drop(&mut self) {
         self.task.abort();
+        for t in self.lock().extra_tasks.drain(..) {
+            t.abort();
+        }
         for c in self.lock().clients.drain(..) {
             let _ = c.send(Outgoing::Drop);
         }
@@ -113,7 +140,9 @@ impl MockServer {
     /// When binding a loopback port fails (test support only).
     pub async fn start() -> Self {
         #[allow(clippy::expect_used)]
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
         #[allow(clippy::expect_used)]
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(Mutex::new(State::default()));
@@ -122,14 +151,36 @@ impl MockServer {
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 let (st, nt) = (st.clone(), nt.clone());
+                // Small frames go out at once (no Nagle delay on bursts of events).
+                let _ = tcp.set_nodelay(true);
                 tokio::spawn(async move {
-                    if let Ok(ws) = tokio_tungstenite::accept_async_with_config(tcp, Some(big_config())).await {
+                    let st2 = st.clone();
+                    // The error type is tungstenite's (an HTTP response); never returned here.
+                    #[allow(clippy::result_large_err)]
+                    let record = move |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                                       resp: tokio_tungstenite::tungstenite::handshake::server::Response| {
+                        let seen = http_request(req.uri(), req.headers());
+                        st2.lock().unwrap_or_else(|p| p.into_inner()).handshakes.push(seen);
+                        Ok(resp)
+                    };
+                    if let Ok(ws) = tokio_tungstenite::accept_hdr_async_with_config(
+                        tcp,
+                        record,
+                        Some(big_config()),
+                    )
+                    .await
+                    {
                         serve(ws, st, nt).await;
                     }
                 });
             }
         });
-        MockServer { addr, state, notify, task }
+        MockServer {
+            addr,
+            state,
+            notify,
+            task,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -153,7 +204,9 @@ impl MockServer {
 
     /// Replies `result` to every `method` call, on any session. Later rules win.
     pub fn on(&self, method: &str, result: Value) {
-        self.rule(method, None, None, move |_| Some(Action::Reply(result.clone())));
+        self.rule(method, None, None, move |_| {
+            Some(Action::Reply(result.clone()))
+        });
     }
 
     /// Scripts `method` on any session with a fixed action.
@@ -163,7 +216,9 @@ impl MockServer {
 
     /// Scripts `method` on one session (`None` = browser session) with a fixed action.
     pub fn on_session(&self, method: &str, session: Option<&str>, action: Action) {
-        self.rule(method, Some(session.map(String::from)), None, move |_| Some(action.clone()));
+        self.rule(method, Some(session.map(String::from)), None, move |_| {
+            Some(action.clone())
+        });
     }
 
     /// Scripts the next `times` calls of `method` only; afterwards earlier rules apply.
@@ -172,7 +227,11 @@ impl MockServer {
     }
 
     /// Scripts `method` with a function of the request; `None` falls through to older rules.
-    pub fn on_fn(&self, method: &str, f: impl Fn(&Request) -> Option<Action> + Send + Sync + 'static) {
+    pub fn on_fn(
+        &self,
+        method: &str,
+        f: impl Fn(&Request) -> Option<Action> + Send + Sync + 'static,
+    ) {
         self.rule(method, None, None, f);
     }
 
@@ -183,7 +242,12 @@ impl MockServer {
         times: Option<usize>,
         f: impl Fn(&Request) -> Option<Action> + Send + Sync + 'static,
     ) {
-        self.lock().rules.push(Rule { method: method.into(), session, handler: Arc::new(f), times });
+        self.lock().rules.push(Rule {
+            method: method.into(),
+            session,
+            handler: Arc::new(f),
+            times,
+        });
     }
 
     /// Pushes an event to every connected client.
@@ -220,7 +284,74 @@ impl MockServer {
 
     /// Number of connected clients.
     pub fn clients(&self) -> usize {
-        self.lock().clients.iter().filter(|c| !c.is_closed()).count()
+        self.lock()
+            .clients
+            .iter()
+            .filter(|c| !c.is_closed())
+            .count()
+    }
+
+    /// Every WebSocket handshake received so far (path, query and headers), in order.
+    pub fn handshakes(&self) -> Vec<HttpRequest> {
+        self.lock().handshakes.clone()
+    }
+
+    /// Starts an HTTP endpoint on another loopback port 0 that answers
+    /// `GET /json/version` (under any path prefix) like Chromium, with
+    /// `webSocketDebuggerUrl` = `ws_url` (default: [`MockServer::ws_url`]).
+    /// Returns its base URL, `http://127.0.0.1:PORT`. Every request is
+    /// recorded ([`MockServer::discovery_requests`]). Other paths get 404.
+    ///
+    /// # Panics
+    /// When binding a loopback port fails (test support only).
+    pub async fn serve_json_version(&self, ws_url: Option<&str>) -> String {
+        #[allow(clippy::expect_used)]
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        #[allow(clippy::expect_used)]
+        let addr = listener.local_addr().expect("local addr");
+        let ws = ws_url.map(String::from).unwrap_or_else(|| self.ws_url());
+        let state = self.state.clone();
+        let app =
+            axum::Router::new().fallback(move |req: axum::http::Request<axum::body::Body>| {
+                let (ws, state) = (ws.clone(), state.clone());
+                async move {
+                    let seen = http_request(req.uri(), req.headers());
+                    state
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .discovery
+                        .push(seen);
+                    let mut resp = if req.uri().path().ends_with("/json/version") {
+                        let body = json!({
+                            "Browser": "MockChrome/1.0",
+                            "Protocol-Version": "1.3",
+                            "webSocketDebuggerUrl": ws,
+                        });
+                        axum::http::Response::new(axum::body::Body::from(body.to_string()))
+                    } else {
+                        let mut r = axum::http::Response::new(axum::body::Body::from("not found"));
+                        *r.status_mut() = axum::http::StatusCode::NOT_FOUND;
+                        r
+                    };
+                    resp.headers_mut().insert(
+                        "content-type",
+                        axum::http::HeaderValue::from_static("application/json"),
+                    );
+                    resp
+                }
+            });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        self.lock().extra_tasks.push(task);
+        format!("http://{addr}")
+    }
+
+    /// Every `/json/version` (or other discovery) request received so far, in order.
+    pub fn discovery_requests(&self) -> Vec<HttpRequest> {
+        self.lock().discovery.clone()
     }
 
     /// Every request received so far, in order.
@@ -230,7 +361,12 @@ impl MockServer {
 
     /// Requests of one method received so far.
     pub fn received_method(&self, method: &str) -> Vec<Request> {
-        self.lock().received.iter().filter(|r| r.method == method).cloned().collect()
+        self.lock()
+            .received
+            .iter()
+            .filter(|r| r.method == method)
+            .cloned()
+            .collect()
     }
 
     /// Waits until `n` requests of `method` have arrived, or `timeout` passes.
@@ -251,6 +387,24 @@ impl MockServer {
     }
 }
 
+fn http_request(uri: &axum::http::Uri, headers: &axum::http::HeaderMap) -> HttpRequest {
+    HttpRequest {
+        path_and_query: uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| uri.path().to_string()),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+    }
+}
+
 fn big_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
     tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(1 << 30))
@@ -264,7 +418,11 @@ async fn serve(
 ) {
     let (mut sink, mut stream) = ws.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
-    state.lock().unwrap_or_else(|p| p.into_inner()).clients.push(tx.clone());
+    state
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clients
+        .push(tx.clone());
     loop {
         tokio::select! {
             out = rx.recv() => match out {

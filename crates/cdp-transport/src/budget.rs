@@ -44,7 +44,12 @@ impl Budget {
     /// A budget of `total` from now, with a fresh cancellation token.
     pub fn new(total: Duration) -> Self {
         let start = Instant::now();
-        Self { start, deadline: start + total, total, cancel: CancellationToken::new() }
+        Self {
+            start,
+            deadline: start + total,
+            total,
+            cancel: CancellationToken::new(),
+        }
     }
 
     /// Validates a user-supplied `timeout_ms` (`None` → [`DEFAULT_TIMEOUT_MS`]).

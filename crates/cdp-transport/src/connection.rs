@@ -21,7 +21,9 @@ use tracing::{debug, warn, Instrument};
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
 
 /// Options for [`Connection::connect`]. Every field has a documented default.
-#[derive(Clone, Debug)]
+///
+/// `Debug` shows header names only: values (often credentials) print as `***`.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct ConnectOptions {
     /// Upper bound on discovery plus handshake. Default 10 s.
@@ -35,6 +37,23 @@ pub struct ConnectOptions {
     pub event_capacity: usize,
     /// Outgoing messages queued before callers wait. Default 1024.
     pub outgoing_capacity: usize,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(k, _)| format!("{k}: ***"))
+            .collect();
+        f.debug_struct("ConnectOptions")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("headers", &headers)
+            .field("max_message_size", &self.max_message_size)
+            .field("event_capacity", &self.event_capacity)
+            .field("outgoing_capacity", &self.outgoing_capacity)
+            .finish()
+    }
 }
 
 impl Default for ConnectOptions {
@@ -88,11 +107,19 @@ pub struct AttachedTarget {
 impl AttachedTarget {
     /// `targetInfo.type` (`page`, `iframe`, `worker`, `service_worker`, ...).
     pub fn target_type(&self) -> &str {
-        self.target_info.get("type").and_then(Value::as_str).unwrap_or("")
+        self.target_info
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     /// `targetInfo.targetId`.
     pub fn target_id(&self) -> TargetId {
-        TargetId::new(self.target_info.get("targetId").and_then(Value::as_str).unwrap_or(""))
+        TargetId::new(
+            self.target_info
+                .get("targetId")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        )
     }
 }
 
@@ -152,7 +179,9 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("endpoint", &self.h.core.endpoint).finish_non_exhaustive()
+        f.debug_struct("Connection")
+            .field("endpoint", &self.h.core.endpoint)
+            .finish_non_exhaustive()
     }
 }
 
@@ -166,7 +195,10 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("id", &self.id).field("target_id", &self.target_id).finish()
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("target_id", &self.target_id)
+            .finish()
     }
 }
 
@@ -191,7 +223,12 @@ struct ProtoError {
     data: Option<Value>,
 }
 
-const CRASH_EXEMPT: [&str; 4] = ["Page.navigate", "Page.reload", "Page.close", "Runtime.runIfWaitingForDebugger"];
+const CRASH_EXEMPT: [&str; 4] = [
+    "Page.navigate",
+    "Page.reload",
+    "Page.close",
+    "Runtime.runIfWaitingForDebugger",
+];
 
 impl Connection {
     /// Connects to a CDP endpoint.
@@ -207,13 +244,31 @@ impl Connection {
     /// Cancel safe: nothing is spawned until the handshake completes.
     pub async fn connect(endpoint: &str, options: ConnectOptions) -> Result<Self> {
         let ep = Endpoint::parse(endpoint)?;
-        let span = tracing::debug_span!("cdp.connect", endpoint = %ep);
+        let span =
+            tracing::debug_span!("cdp.connect", endpoint = %ep, elapsed_us = tracing::field::Empty);
         let timeout = options.connect_timeout;
         let shown = ep.to_string();
-        match tokio::time::timeout(timeout, Self::connect_inner(ep, options).instrument(span)).await {
+        let start = Instant::now();
+        let r = match tokio::time::timeout(
+            timeout,
+            Self::connect_inner(ep, options).instrument(span.clone()),
+        )
+        .await
+        {
             Ok(r) => r,
-            Err(_) => Err(Error::ConnectTimeout { endpoint: shown, timeout }),
+            Err(_) => Err(Error::ConnectTimeout {
+                endpoint: shown,
+                timeout,
+            }),
+        };
+        span.record(
+            "elapsed_us",
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+        if let Err(e) = &r {
+            debug!(parent: &span, error = %e, "connect failed");
         }
+        r
     }
 
     async fn connect_inner(ep: Endpoint, options: ConnectOptions) -> Result<Self> {
@@ -230,18 +285,30 @@ impl Connection {
             });
         }
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-        let mut req = ws_ep.expose().as_str().into_client_request().map_err(|e| Error::Connect {
-            endpoint: ws_ep.to_string(),
-            reason: format!("bad handshake request: {}", scrub(&e.to_string(), ws_ep.expose())),
-        })?;
+        let mut req =
+            ws_ep
+                .expose()
+                .as_str()
+                .into_client_request()
+                .map_err(|e| Error::Connect {
+                    endpoint: ws_ep.to_string(),
+                    reason: format!(
+                        "bad handshake request: {}",
+                        scrub(&e.to_string(), ws_ep.expose())
+                    ),
+                })?;
         for (k, v) in &options.headers {
-            let name = tungstenite::http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| Error::InvalidEndpoint {
-                endpoint: ws_ep.to_string(),
-                reason: format!("header name {k:?} is not valid"),
+            let name = tungstenite::http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                Error::InvalidEndpoint {
+                    endpoint: ws_ep.to_string(),
+                    reason: format!("header name {k:?} is not valid"),
+                }
             })?;
-            let value = tungstenite::http::HeaderValue::from_str(v).map_err(|_| Error::InvalidEndpoint {
-                endpoint: ws_ep.to_string(),
-                reason: format!("value of header {k:?} is not valid"),
+            let value = tungstenite::http::HeaderValue::from_str(v).map_err(|_| {
+                Error::InvalidEndpoint {
+                    endpoint: ws_ep.to_string(),
+                    reason: format!("value of header {k:?} is not valid"),
+                }
             })?;
             req.headers_mut().insert(name, value);
         }
@@ -258,7 +325,11 @@ impl Connection {
         Ok(Self::from_socket(ws, ws_ep, options))
     }
 
-    fn from_socket<S>(ws: tokio_tungstenite::WebSocketStream<S>, endpoint: Endpoint, options: ConnectOptions) -> Self
+    fn from_socket<S>(
+        ws: tokio_tungstenite::WebSocketStream<S>,
+        endpoint: Endpoint,
+        options: ConnectOptions,
+    ) -> Self
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -281,7 +352,13 @@ impl Connection {
             closed_tx,
         });
         let shutdown = tokio_util::sync::CancellationToken::new();
-        let conn = Connection { h: Arc::new(Handle { core: core.clone(), out_tx, shutdown: shutdown.clone() }) };
+        let conn = Connection {
+            h: Arc::new(Handle {
+                core: core.clone(),
+                out_tx,
+                shutdown: shutdown.clone(),
+            }),
+        };
         let weak = ConnWeak(Arc::downgrade(&conn.h));
         tokio::spawn(socket_task(ws, core, out_rx, shutdown, weak));
         conn
@@ -289,7 +366,11 @@ impl Connection {
 
     /// The browser session (no `sessionId`).
     pub fn browser(&self) -> Session {
-        Session { conn: self.clone(), id: None, target_id: None }
+        Session {
+            conn: self.clone(),
+            id: None,
+            target_id: None,
+        }
     }
 
     /// The endpoint this connection was made to (redacted on display).
@@ -300,8 +381,18 @@ impl Connection {
     /// A handle for an already attached session id (for example one announced
     /// by [`Connection::attached_targets`]).
     pub fn session(&self, id: SessionId) -> Session {
-        let target_id = self.h.core.lock().sessions.get(&id).and_then(|e| e.target_id.clone());
-        Session { conn: self.clone(), id: Some(id), target_id }
+        let target_id = self
+            .h
+            .core
+            .lock()
+            .sessions
+            .get(&id)
+            .and_then(|e| e.target_id.clone());
+        Session {
+            conn: self.clone(),
+            id: Some(id),
+            target_id,
+        }
     }
 
     /// Attaches to `target_id` with `Target.attachToTarget{flatten:true}`.
@@ -312,23 +403,66 @@ impl Connection {
     /// # Cancel safety
     /// Not cancel safe: a dropped future may leave the target attached.
     pub async fn attach(&self, target_id: &TargetId, budget: impl Into<Budget>) -> Result<Session> {
+        let span = tracing::debug_span!(
+            "cdp.attach",
+            target_id = target_id.as_str(),
+            session = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
+        let start = Instant::now();
+        let r = self
+            .attach_inner(target_id, budget.into())
+            .instrument(span.clone())
+            .await;
+        if let Ok(s) = &r {
+            span.record("session", s.id().map(|id| id.as_str()));
+        }
+        span.record(
+            "elapsed_us",
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+        r
+    }
+
+    async fn attach_inner(&self, target_id: &TargetId, budget: Budget) -> Result<Session> {
         let v = self
             .browser()
-            .call("Target.attachToTarget", json!({"targetId": target_id.as_str(), "flatten": true}), budget)
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": target_id.as_str(), "flatten": true}),
+                budget,
+            )
             .await?;
-        let sid = v.get("sessionId").and_then(Value::as_str).ok_or_else(|| Error::Protocol {
-            method: "Target.attachToTarget".into(),
-            code: 0,
-            message: "reply has no sessionId".into(),
-        })?;
+        let sid = v
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::Protocol {
+                method: "Target.attachToTarget".into(),
+                code: 0,
+                message: "reply has no sessionId".into(),
+            })?;
         let sid = SessionId::new(sid);
-        self.h.core.register_session(&sid, Some(target_id.clone()), "");
-        Ok(Session { conn: self.clone(), id: Some(sid), target_id: Some(target_id.clone()) })
+        self.h
+            .core
+            .register_session(&sid, Some(target_id.clone()), "");
+        Ok(Session {
+            conn: self.clone(),
+            id: Some(sid),
+            target_id: Some(target_id.clone()),
+        })
     }
 
     /// Events of every session, in arrival order.
     pub fn subscribe_all(&self) -> EventStream {
-        EventStream { rx: self.h.core.lock().all_events.as_ref().map(|s| s.subscribe()) }
+        EventStream {
+            rx: self
+                .h
+                .core
+                .lock()
+                .all_events
+                .as_ref()
+                .map(|s| s.subscribe()),
+        }
     }
 
     /// Sessions created by auto-attach or attach, as `Target.attachedToTarget` announces them.
@@ -378,18 +512,47 @@ impl Connection {
 
     /// Number of live sessions in the routing table.
     pub fn live_sessions(&self) -> usize {
-        self.h.core.lock().sessions.values().filter(|s| s.closed.is_none()).count()
+        self.h
+            .core
+            .lock()
+            .sessions
+            .values()
+            .filter(|s| s.closed.is_none())
+            .count()
     }
 
-    async fn call_raw(&self, session: Option<&SessionId>, method: &str, params: Value, budget: Budget) -> Result<Value> {
+    async fn call_raw(
+        &self,
+        session: Option<&SessionId>,
+        method: &str,
+        params: Value,
+        budget: Budget,
+    ) -> Result<Value> {
         let core = &self.h.core;
         let start = Instant::now();
+        // A budget already spent sends nothing: the browser never sees the call.
+        if budget.is_cancelled() {
+            return Err(Error::Cancelled {
+                method: method.into(),
+                elapsed: Duration::ZERO,
+            });
+        }
+        if budget.is_expired() {
+            return Err(Error::Timeout {
+                method: method.into(),
+                elapsed: Duration::ZERO,
+                budget: budget.total(),
+            });
+        }
         let id = core.next_id.fetch_add(1, Ordering::Relaxed);
+        tracing::Span::current().record("id", id);
         let (tx, rx) = oneshot::channel();
         {
             let mut st = core.lock();
             if let Some(reason) = &st.closed {
-                return Err(Error::ConnectionClosed { reason: reason.clone() });
+                return Err(Error::ConnectionClosed {
+                    reason: reason.clone(),
+                });
             }
             if let Some(sid) = session {
                 if let Some(e) = st.sessions.get(sid) {
@@ -409,7 +572,14 @@ impl Connection {
                     }
                 }
             }
-            st.pending.insert(id, Pending { method: method.into(), session: session.cloned(), tx });
+            st.pending.insert(
+                id,
+                Pending {
+                    method: method.into(),
+                    session: session.cloned(),
+                    tx,
+                },
+            );
         }
         let _guard = PendingGuard { core, id };
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -417,7 +587,11 @@ impl Connection {
             msg["sessionId"] = Value::String(sid.as_str().into());
         }
         let text = msg.to_string();
-        let timeout = |elapsed| Error::Timeout { method: method.into(), elapsed, budget: budget.total() };
+        let timeout = |elapsed| Error::Timeout {
+            method: method.into(),
+            elapsed,
+            budget: budget.total(),
+        };
         let deadline = tokio::time::Instant::from_std(budget.deadline());
         tokio::select! {
             biased;
@@ -438,7 +612,18 @@ impl Connection {
             _ = budget.cancel_token().cancelled() => Err(Error::Cancelled { method: method.into(), elapsed: start.elapsed() }),
             _ = tokio::time::sleep_until(deadline) => Err(timeout(start.elapsed())),
         };
-        debug!(method, session = session.map(|s| s.as_str()), elapsed_us = start.elapsed().as_micros() as u64, ok = r.is_ok(), "cdp.call");
+        let elapsed_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let span = tracing::Span::current();
+        span.record("elapsed_us", elapsed_us);
+        span.record("ok", r.is_ok());
+        debug!(
+            method,
+            session = session.map(|s| s.as_str()),
+            id,
+            elapsed_us,
+            ok = r.is_ok(),
+            "cdp.call done"
+        );
         r
     }
 }
@@ -478,9 +663,16 @@ impl Session {
     /// Cancel safe with respect to the transport: a dropped future removes its
     /// pending entry and a late reply is discarded. The command itself may
     /// still have been sent and run in the browser.
-    pub async fn execute<C: Command>(&self, cmd: C, budget: impl Into<Budget>) -> Result<C::Response> {
+    pub async fn execute<C: Command>(
+        &self,
+        cmd: C,
+        budget: impl Into<Budget>,
+    ) -> Result<C::Response> {
         let method = cmd.identifier().to_string();
-        let params = serde_json::to_value(&cmd).map_err(|source| Error::Encode { method: method.clone(), source })?;
+        let params = serde_json::to_value(&cmd).map_err(|source| Error::Encode {
+            method: method.clone(),
+            source,
+        })?;
         let v = self.call(&method, params, budget).await?;
         C::response_from_value(v).map_err(|source| Error::Decode { method, source })
     }
@@ -492,11 +684,26 @@ impl Session {
     ///
     /// # Cancel safety
     /// As [`Session::execute`].
-    pub async fn call(&self, method: &str, params: Value, budget: impl Into<Budget>) -> Result<Value> {
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        budget: impl Into<Budget>,
+    ) -> Result<Value> {
         let budget = budget.into();
-        let span = tracing::debug_span!("cdp", method, session = self.id.as_ref().map(|s| s.as_str()));
+        let span = tracing::debug_span!(
+            "cdp.call",
+            method,
+            session = self.id.as_ref().map(|s| s.as_str()),
+            id = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+            ok = tracing::field::Empty,
+        );
         let params = if params.is_null() { json!({}) } else { params };
-        self.conn.call_raw(self.id.as_ref(), method, params, budget).instrument(span).await
+        self.conn
+            .call_raw(self.id.as_ref(), method, params, budget)
+            .instrument(span)
+            .await
     }
 
     /// Events of this session only (the browser session gets events with no `sessionId`).
@@ -504,7 +711,11 @@ impl Session {
         let st = self.conn.h.core.lock();
         let rx = match &self.id {
             None => st.browser_events.as_ref().map(|s| s.subscribe()),
-            Some(id) => st.sessions.get(id).and_then(|e| e.events.as_ref()).map(|s| s.subscribe()),
+            Some(id) => st
+                .sessions
+                .get(id)
+                .and_then(|e| e.events.as_ref())
+                .map(|s| s.subscribe()),
         };
         EventStream { rx }
     }
@@ -521,9 +732,16 @@ impl Session {
         let r = self
             .conn
             .browser()
-            .call("Target.detachFromTarget", json!({"sessionId": id.as_str()}), budget)
+            .call(
+                "Target.detachFromTarget",
+                json!({"sessionId": id.as_str()}),
+                budget,
+            )
             .await;
-        self.conn.h.core.close_session(id, SessionCloseReason::Detached);
+        self.conn
+            .h
+            .core
+            .close_session(id, SessionCloseReason::Detached);
         match r {
             Ok(_) => Ok(()),
             Err(e) if e.protocol_message().is_some() => Ok(()),
@@ -537,19 +755,29 @@ impl Session {
         if st.closed.is_some() {
             return Some(SessionCloseReason::ConnectionClosed);
         }
-        self.id.as_ref().and_then(|id| st.sessions.get(id)).and_then(|e| e.closed.clone())
+        self.id
+            .as_ref()
+            .and_then(|id| st.sessions.get(id))
+            .and_then(|e| e.closed.clone())
     }
 
     /// True after `Inspector.targetCrashed` and before the next successful navigation.
     pub fn is_crashed(&self) -> bool {
         let st = self.conn.h.core.lock();
-        self.id.as_ref().and_then(|id| st.sessions.get(id)).is_some_and(|e| e.crashed)
+        self.id
+            .as_ref()
+            .and_then(|id| st.sessions.get(id))
+            .is_some_and(|e| e.crashed)
     }
 
     /// `targetInfo.type` as announced at attach (empty when unknown).
     pub fn target_type(&self) -> String {
         let st = self.conn.h.core.lock();
-        self.id.as_ref().and_then(|id| st.sessions.get(id)).map(|e| e.target_type.clone()).unwrap_or_default()
+        self.id
+            .as_ref()
+            .and_then(|id| st.sessions.get(id))
+            .map(|e| e.target_type.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -566,13 +794,16 @@ impl Core {
             return;
         }
         let cap = self.options.event_capacity;
-        let e = st.sessions.entry(sid.clone()).or_insert_with(|| SessionEntry {
-            target_id: None,
-            target_type: String::new(),
-            events: Some(broadcast::channel(cap).0),
-            closed: None,
-            crashed: false,
-        });
+        let e = st
+            .sessions
+            .entry(sid.clone())
+            .or_insert_with(|| SessionEntry {
+                target_id: None,
+                target_type: String::new(),
+                events: Some(broadcast::channel(cap).0),
+                closed: None,
+                crashed: false,
+            });
         if e.target_id.is_none() {
             e.target_id = target_id;
         }
@@ -583,17 +814,28 @@ impl Core {
 
     fn close_session(&self, sid: &SessionId, reason: SessionCloseReason) {
         let mut st = self.lock();
-        let Some(e) = st.sessions.get_mut(sid) else { return };
+        let Some(e) = st.sessions.get_mut(sid) else {
+            return;
+        };
         if e.closed.is_some() {
             return;
         }
         e.closed = Some(reason.clone());
         e.events = None;
         st.closed_count += 1;
-        let ids: Vec<u64> = st.pending.iter().filter(|(_, p)| p.session.as_ref() == Some(sid)).map(|(k, _)| *k).collect();
+        let ids: Vec<u64> = st
+            .pending
+            .iter()
+            .filter(|(_, p)| p.session.as_ref() == Some(sid))
+            .map(|(k, _)| *k)
+            .collect();
         for id in ids {
             if let Some(p) = st.pending.remove(&id) {
-                let _ = p.tx.send(Err(Error::SessionClosed { method: p.method, session_id: sid.clone(), reason: reason.clone() }));
+                let _ = p.tx.send(Err(Error::SessionClosed {
+                    method: p.method,
+                    session_id: sid.clone(),
+                    reason: reason.clone(),
+                }));
             }
         }
         // Keep closed entries so later calls get a precise error, but bound them.
@@ -605,7 +847,10 @@ impl Core {
 
     fn mark_crashed(&self, sid: Option<&SessionId>, target: Option<&TargetId>, crashed: bool) {
         let mut st = self.lock();
-        let target = target.cloned().or_else(|| sid.and_then(|s| st.sessions.get(s)).and_then(|e| e.target_id.clone()));
+        let target = target.cloned().or_else(|| {
+            sid.and_then(|s| st.sessions.get(s))
+                .and_then(|e| e.target_id.clone())
+        });
         let mut hit: Vec<(SessionId, Option<TargetId>)> = Vec::new();
         for (k, e) in st.sessions.iter_mut() {
             let same = Some(k) == sid || (target.is_some() && e.target_id == target);
@@ -621,7 +866,9 @@ impl Core {
             let ids: Vec<u64> = st
                 .pending
                 .iter()
-                .filter(|(_, p)| p.session.as_ref() == Some(&sid) && !CRASH_EXEMPT.contains(&p.method.as_str()))
+                .filter(|(_, p)| {
+                    p.session.as_ref() == Some(&sid) && !CRASH_EXEMPT.contains(&p.method.as_str())
+                })
                 .map(|(k, _)| *k)
                 .collect();
             for id in ids {
@@ -660,7 +907,9 @@ impl Core {
         st.all_events = None;
         st.attached = None;
         drop(st);
-        let _ = self.closed_tx.send(Some(reason));
+        // `send` would drop the value when no receiver exists yet; `send_replace`
+        // stores it so a later `Connection::closed` sees it.
+        self.closed_tx.send_replace(Some(reason));
     }
 
     fn on_text(self: &Arc<Self>, conn_weak: &ConnWeak, text: &str) {
@@ -683,7 +932,11 @@ impl Core {
                     if let Some(Value::String(d)) = err.data {
                         message = format!("{message}: {d}");
                     }
-                    Err(Error::Protocol { method: p.method.clone(), code: err.code, message })
+                    Err(Error::Protocol {
+                        method: p.method.clone(),
+                        code: err.code,
+                        message,
+                    })
                 }
                 None => Ok(env.result.unwrap_or(Value::Null)),
             };
@@ -694,12 +947,19 @@ impl Core {
             return;
         }
         let Some(method) = env.method else {
-            warn!(len = text.len(), "skipping CDP message with neither id nor method");
+            warn!(
+                len = text.len(),
+                "skipping CDP message with neither id nor method"
+            );
             return;
         };
         let session_id = env.session_id.map(SessionId::new);
         let params = env.params.unwrap_or(Value::Null);
-        let ev = Arc::new(Event { method, session_id, params });
+        let ev = Arc::new(Event {
+            method,
+            session_id,
+            params,
+        });
         self.route_special(conn_weak, &ev);
         let st = self.lock();
         let target = match &ev.session_id {
@@ -717,18 +977,33 @@ impl Core {
     fn route_special(self: &Arc<Self>, conn_weak: &ConnWeak, ev: &Event) {
         match ev.method.as_str() {
             "Target.attachedToTarget" => {
-                let Some(sid) = ev.str_param("sessionId") else { return };
+                let Some(sid) = ev.str_param("sessionId") else {
+                    return;
+                };
                 let sid = SessionId::new(sid);
                 let info = ev.params.get("targetInfo").cloned().unwrap_or(Value::Null);
-                let tid = info.get("targetId").and_then(Value::as_str).map(TargetId::new);
+                let tid = info
+                    .get("targetId")
+                    .and_then(Value::as_str)
+                    .map(TargetId::new);
                 let ttype = info.get("type").and_then(Value::as_str).unwrap_or("");
                 self.register_session(&sid, tid.clone(), ttype);
-                let Some(conn) = conn_weak.upgrade() else { return };
+                let Some(conn) = conn_weak.upgrade() else {
+                    return;
+                };
                 let at = AttachedTarget {
-                    session: Session { conn, id: Some(sid), target_id: tid },
+                    session: Session {
+                        conn,
+                        id: Some(sid),
+                        target_id: tid,
+                    },
                     target_info: info,
                     parent_session_id: ev.session_id.clone(),
-                    waiting_for_debugger: ev.params.get("waitingForDebugger").and_then(Value::as_bool).unwrap_or(false),
+                    waiting_for_debugger: ev
+                        .params
+                        .get("waitingForDebugger")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
                 };
                 if let Some(tx) = self.lock().attached.as_ref() {
                     let _ = tx.send(at);
@@ -760,7 +1035,9 @@ impl Core {
                     self.mark_crashed(None, Some(&TargetId::new(tid)), true);
                 }
             }
-            "Inspector.targetReloadedAfterCrash" => self.mark_crashed(ev.session_id.as_ref(), None, false),
+            "Inspector.targetReloadedAfterCrash" => {
+                self.mark_crashed(ev.session_id.as_ref(), None, false)
+            }
             _ => {}
         }
     }
@@ -839,4 +1116,3 @@ fn scrub(text: &str, url: &url::Url) -> String {
     }
     t
 }
-

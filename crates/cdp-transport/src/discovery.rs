@@ -16,18 +16,24 @@ const MAX_BODY: usize = 1024 * 1024;
 pub(crate) async fn resolve_ws_url(ep: &Endpoint, headers: &[(String, String)]) -> Result<String> {
     let url = ep.expose();
     let shown = ep.to_string();
-    let fail = |reason: String| Error::Connect { endpoint: shown.clone(), reason };
+    let fail = |reason: String| Error::Connect {
+        endpoint: shown.clone(),
+        reason,
+    };
     if url.scheme() != "http" {
-        return Err(fail("https:// discovery needs TLS, which this build leaves out; pass the ws:// URL".into()));
+        return Err(fail(
+            "https:// discovery needs TLS, which this build leaves out; pass the ws:// URL".into(),
+        ));
     }
     let host = url.host_str().unwrap_or("127.0.0.1").to_string();
     let port = url.port_or_known_default().unwrap_or(80);
     let tcp = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
         .await
         .map_err(|e| fail(format!("tcp: {e}")))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-        .await
-        .map_err(|e| fail(format!("http: {e}")))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(|e| fail(format!("http: {e}")))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -40,24 +46,33 @@ pub(crate) async fn resolve_ws_url(ep: &Endpoint, headers: &[(String, String)]) 
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    let req = req.body(Empty::<Bytes>::new()).map_err(|_| fail("a header name or value is not valid".into()))?;
-    let resp = sender.send_request(req).await.map_err(|e| fail(format!("http: {e}")))?;
+    let req = req
+        .body(Empty::<Bytes>::new())
+        .map_err(|_| fail("a header name or value is not valid".into()))?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| fail(format!("http: {e}")))?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(fail(format!("/json/version answered HTTP {}", status.as_u16())));
+        return Err(fail(format!(
+            "/json/version answered HTTP {}",
+            status.as_u16()
+        )));
     }
     let body = Limited::new(resp.into_body(), MAX_BODY)
         .collect()
         .await
         .map_err(|e| fail(format!("reading /json/version: {e}")))?
         .to_bytes();
-    let v: serde_json::Value =
-        serde_json::from_slice(&body).map_err(|e| fail(format!("/json/version is not JSON: {e}")))?;
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| fail(format!("/json/version is not JSON: {e}")))?;
     let ws = v
         .get("webSocketDebuggerUrl")
         .and_then(|x| x.as_str())
         .ok_or_else(|| fail("/json/version has no webSocketDebuggerUrl".into()))?;
-    let mut ws_url = url::Url::parse(ws).map_err(|e| fail(format!("bad webSocketDebuggerUrl: {e}")))?;
+    let mut ws_url =
+        url::Url::parse(ws).map_err(|e| fail(format!("bad webSocketDebuggerUrl: {e}")))?;
     if ws_url.query().is_none() && url.query().is_some() {
         ws_url.set_query(url.query());
     }

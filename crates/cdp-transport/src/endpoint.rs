@@ -6,9 +6,10 @@ use url::Url;
 
 /// A CDP endpoint URL that never shows its credentials.
 ///
-/// `Debug` and `Display` print the URL with user info replaced by `***` and
-/// every query value replaced by `***`, so tokens in `?apiKey=` or `user:pass@`
-/// never reach errors or logs.
+/// `Debug` and `Display` print the URL with user info, every query value and
+/// the fragment replaced by `***`, so tokens in `?apiKey=` or `user:pass@`
+/// never reach errors or logs. Strings that do not parse are cut before any
+/// `@`, `?` or `#` ([`redact`]).
 #[derive(Clone)]
 pub struct Endpoint {
     url: Url,
@@ -26,6 +27,13 @@ impl Endpoint {
         })?;
         match url.scheme() {
             "ws" | "wss" | "http" | "https" => {}
+            // `user:pass@host` without a scheme parses as scheme `user`: show neither.
+            _ if url.cannot_be_a_base() => {
+                return Err(Error::InvalidEndpoint {
+                    endpoint: "***".into(),
+                    reason: "not a ws://, wss://, http:// or https:// URL".into(),
+                })
+            }
             other => {
                 return Err(Error::InvalidEndpoint {
                     endpoint: redact(&url),
@@ -34,7 +42,10 @@ impl Endpoint {
             }
         }
         if url.host_str().is_none() {
-            return Err(Error::InvalidEndpoint { endpoint: redact(&url), reason: "no host".into() });
+            return Err(Error::InvalidEndpoint {
+                endpoint: redact(&url),
+                reason: "no host".into(),
+            });
         }
         Ok(Self { url })
     }
@@ -60,7 +71,13 @@ impl fmt::Debug for Endpoint {
 }
 
 /// Redacts user info and query values of a URL.
+///
+/// A URL with no authority (`scheme:rest`, e.g. `user:pass@host` typed without
+/// a scheme) prints as `***` whole: its "path" may be the credentials.
 pub fn redact(url: &Url) -> String {
+    if url.cannot_be_a_base() {
+        return "***".into();
+    }
     let mut u = url.clone();
     if !u.username().is_empty() || u.password().is_some() {
         let _ = u.set_username("***");
@@ -70,22 +87,42 @@ pub fn redact(url: &Url) -> String {
         let pairs: Vec<String> = u.query_pairs().map(|(k, _)| format!("{k}=***")).collect();
         u.set_query(Some(&pairs.join("&")));
     }
+    if u.fragment().is_some() {
+        u.set_fragment(Some("***"));
+    }
     u.to_string()
 }
 
-/// Redacts a string that may not parse as a URL: keeps only the scheme and host-ish prefix.
+/// Redacts a string that may not parse as a URL.
+///
+/// A parseable URL goes through [`redact`]. Otherwise only the scheme and the
+/// host part are kept: user info (anything before an `@` in the authority),
+/// the query and the fragment become `***`, and the text is cut at 64 bytes.
 pub fn redact_str(s: &str) -> String {
-    match Url::parse(s) {
-        Ok(u) => redact(&u),
-        Err(_) => {
-            let cut = s.find(['?', '@']).unwrap_or(s.len()).min(64);
-            let mut out = s[..floor_char_boundary(s, cut)].to_string();
-            if cut < s.len() {
-                out.push_str("***");
-            }
-            out
-        }
+    if let Ok(u) = Url::parse(s) {
+        return redact(&u);
     }
+    let (scheme, rest) = match s.find("://") {
+        Some(i) => s.split_at(i + 3),
+        None => ("", s),
+    };
+    // The authority ends at the first '/', '?' or '#'; user info is whatever precedes its last '@'.
+    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(auth_end);
+    let host = match authority.rfind('@') {
+        Some(i) => format!("***@{}", &authority[i + 1..]),
+        None => authority.to_string(),
+    };
+    let secret_at = tail.find(['?', '#', '@']);
+    let path = &tail[..secret_at.unwrap_or(tail.len())];
+    let mut out = format!("{scheme}{host}{path}");
+    let cut = floor_char_boundary(&out, out.len().min(64));
+    let shortened = cut < out.len();
+    out.truncate(cut);
+    if secret_at.is_some() || shortened {
+        out.push_str("***");
+    }
+    out
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {

@@ -170,7 +170,10 @@ impl Error {
     }
     /// True when the session is gone or its target crashed.
     pub fn is_session_gone(&self) -> bool {
-        matches!(self, Error::SessionClosed { .. } | Error::TargetCrashed { .. })
+        matches!(
+            self,
+            Error::SessionClosed { .. } | Error::TargetCrashed { .. }
+        )
     }
     /// The CDP error message for [`Error::Protocol`].
     pub fn protocol_message(&self) -> Option<&str> {
@@ -182,9 +185,16 @@ impl Error {
     /// A copy of this error for fan-out to several waiters (sources become text).
     pub(crate) fn duplicate(&self) -> Error {
         match self {
-            Error::ConnectionClosed { reason } => Error::ConnectionClosed { reason: reason.clone() },
-            Error::MessageTooLarge { size, limit } => Error::MessageTooLarge { size: *size, limit: *limit },
-            other => Error::ConnectionClosed { reason: other.to_string() },
+            Error::ConnectionClosed { reason } => Error::ConnectionClosed {
+                reason: reason.clone(),
+            },
+            Error::MessageTooLarge { size, limit } => Error::MessageTooLarge {
+                size: *size,
+                limit: *limit,
+            },
+            other => Error::ConnectionClosed {
+                reason: other.to_string(),
+            },
         }
     }
 }

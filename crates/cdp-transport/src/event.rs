@@ -83,7 +83,9 @@ impl EventStream {
     /// # Cancel safety
     /// Cancel safe: dropping the future loses no event.
     pub async fn recv(&mut self) -> Result<Arc<Event>, RecvError> {
-        let Some(rx) = self.rx.as_mut() else { return Err(RecvError::Closed) };
+        let Some(rx) = self.rx.as_mut() else {
+            return Err(RecvError::Closed);
+        };
         match rx.recv().await {
             Ok(ev) => Ok(ev),
             Err(broadcast::error::RecvError::Lagged(n)) => Err(RecvError::Lagged(n)),

@@ -89,7 +89,9 @@ pub fn find_chrome() -> Result<PathBuf> {
         }
         tried.push(name.to_string());
     }
-    Err(Error::ChromeNotFound { tried: tried.join(", ") })
+    Err(Error::ChromeNotFound {
+        tried: tried.join(", "),
+    })
 }
 
 /// A running Chromium. Dropping it kills the process and removes its profile
@@ -116,7 +118,9 @@ impl LaunchedChrome {
     pub async fn launch(options: LaunchOptions) -> Result<Self> {
         tokio::task::spawn_blocking(move || Self::launch_blocking(options))
             .await
-            .map_err(|e| Error::Launch { reason: format!("launcher thread failed: {e}") })?
+            .map_err(|e| Error::Launch {
+                reason: format!("launcher thread failed: {e}"),
+            })?
     }
 
     /// Blocking form of [`LaunchedChrome::launch`].
@@ -131,10 +135,13 @@ impl LaunchedChrome {
         let profile = tempfile::Builder::new()
             .prefix("tabwarden-profile-")
             .tempdir()
-            .map_err(|e| Error::Launch { reason: format!("cannot create a profile dir: {e}") })?;
+            .map_err(|e| Error::Launch {
+                reason: format!("cannot create a profile dir: {e}"),
+            })?;
         let stderr_path = profile.path().join("chrome-stderr.log");
-        let stderr = std::fs::File::create(&stderr_path)
-            .map_err(|e| Error::Launch { reason: format!("cannot create a log file: {e}") })?;
+        let stderr = std::fs::File::create(&stderr_path).map_err(|e| Error::Launch {
+            reason: format!("cannot create a log file: {e}"),
+        })?;
         let mut cmd = Command::new(&exe);
         cmd.args(BASE_FLAGS);
         if is_root() {
@@ -146,14 +153,21 @@ impl LaunchedChrome {
         cmd.arg(format!("--user-data-dir={}", profile.path().display()));
         cmd.args(&options.extra_args);
         cmd.arg("about:blank");
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(stderr));
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(stderr));
         if options.kill_with_launching_thread {
             set_pdeathsig(&mut cmd);
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| Error::Launch { reason: format!("cannot start {}: {e}", exe.display()) })?;
-        let mut me = LaunchedChrome { child: Some(child), profile: Some(profile), ws_url: String::new(), port: 0 };
+        let child = cmd.spawn().map_err(|e| Error::Launch {
+            reason: format!("cannot start {}: {e}", exe.display()),
+        })?;
+        let mut me = LaunchedChrome {
+            child: Some(child),
+            profile: Some(profile),
+            ws_url: String::new(),
+            port: 0,
+        };
         let timeout = options.startup_timeout.unwrap_or(Duration::from_secs(20));
         let port_file = me.profile_dir().join("DevToolsActivePort");
         let start = Instant::now();
@@ -172,13 +186,20 @@ impl LaunchedChrome {
             if let Some(child) = me.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     return Err(Error::Launch {
-                        reason: format!("{} exited with {status} before opening DevTools: {}", exe.display(), tail(&stderr_path)),
+                        reason: format!(
+                            "{} exited with {status} before opening DevTools: {}",
+                            exe.display(),
+                            tail(&stderr_path)
+                        ),
                     });
                 }
             }
             if start.elapsed() > timeout {
                 return Err(Error::Launch {
-                    reason: format!("no DevToolsActivePort after {timeout:?}: {}", tail(&stderr_path)),
+                    reason: format!(
+                        "no DevToolsActivePort after {timeout:?}: {}",
+                        tail(&stderr_path)
+                    ),
                 });
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -199,7 +220,10 @@ impl LaunchedChrome {
     }
     /// The temporary profile directory.
     pub fn profile_dir(&self) -> &Path {
-        self.profile.as_ref().map(|p| p.path()).unwrap_or(Path::new("/nonexistent"))
+        self.profile
+            .as_ref()
+            .map(|p| p.path())
+            .unwrap_or(Path::new("/nonexistent"))
     }
     /// Kills the process now (SIGKILL) and waits for it; idempotent.
     pub fn kill(&mut self) {
@@ -232,7 +256,11 @@ fn tail(path: &Path) -> String {
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -254,7 +282,8 @@ struct Shared {
     pid: Option<u32>,
 }
 
-static SHARED: std::sync::OnceLock<std::result::Result<Shared, String>> = std::sync::OnceLock::new();
+static SHARED: std::sync::OnceLock<std::result::Result<Shared, String>> =
+    std::sync::OnceLock::new();
 
 /// One Chromium per process, started on first use with [`OFFLINE_FLAGS`] on a
 /// dedicated thread that lives as long as the process, so that Chromium is
@@ -268,24 +297,31 @@ static SHARED: std::sync::OnceLock<std::result::Result<Shared, String>> = std::s
 pub fn shared_chrome() -> std::result::Result<String, String> {
     let r = SHARED.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new().name("tabwarden-shared-chrome".into()).spawn(move || {
-            let mut o = LaunchOptions::default().offline(true);
-            o.kill_with_launching_thread = true;
-            match LaunchedChrome::launch_blocking(o) {
-                Ok(c) => {
-                    let _ = tx.send(Ok(Shared { ws_url: c.ws_url().to_string(), pid: c.pid() }));
-                    // Keep the process (and its profile) for the life of the program.
-                    loop {
-                        std::thread::park();
+        let spawned = std::thread::Builder::new()
+            .name("tabwarden-shared-chrome".into())
+            .spawn(move || {
+                let mut o = LaunchOptions::default().offline(true);
+                o.kill_with_launching_thread = true;
+                match LaunchedChrome::launch_blocking(o) {
+                    Ok(c) => {
+                        let _ = tx.send(Ok(Shared {
+                            ws_url: c.ws_url().to_string(),
+                            pid: c.pid(),
+                        }));
+                        // Keep the process (and its profile) for the life of the program.
+                        loop {
+                            std::thread::park();
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
                     }
                 }
-                Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
-                }
-            }
-        });
+            });
         match spawned {
-            Ok(_) => rx.recv().unwrap_or_else(|_| Err("shared chrome thread ended".into())),
+            Ok(_) => rx
+                .recv()
+                .unwrap_or_else(|_| Err("shared chrome thread ended".into())),
             Err(e) => Err(format!("cannot start the shared chrome thread: {e}")),
         }
     });

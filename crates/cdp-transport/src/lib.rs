@@ -48,7 +48,9 @@ mod ids;
 pub mod launcher;
 
 pub use budget::{Budget, BudgetRangeError, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
-pub use connection::{AttachedTarget, ConnectOptions, Connection, Session, DEFAULT_MAX_MESSAGE_SIZE};
+pub use connection::{
+    AttachedTarget, ConnectOptions, Connection, Session, DEFAULT_MAX_MESSAGE_SIZE,
+};
 pub use endpoint::{redact, Endpoint};
 pub use error::{Error, Result, SessionCloseReason};
 pub use event::{Event, EventDecodeError, EventStream, RecvError};

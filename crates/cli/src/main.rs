@@ -1,1 +1,350 @@
-fn main() {}
+//! `tabwarden`: drive Chromium over CDP from an AI agent without hanging.
+//!
+//! Commands: `demo`, `snapshot`, `eval`, `screenshot`, `mcp`. Results go to
+//! stdout, logs to stderr (`RUST_LOG`, default `warn`).
+//!
+//! Exit codes: 0 success; 1 the tool reported an error (its JSON is printed)
+//! or a demo expectation failed; 2 bad command line; 3 no browser (Chromium
+//! could not be started or `--cdp-url` could not be reached).
+
+mod demo;
+mod mcp;
+mod site;
+
+use anyhow::Context;
+use cdp_transport::{LaunchOptions, LaunchedChrome};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use tool_surface::{Tools, ToolsConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tabwarden",
+    version,
+    about = "Drive Chromium over CDP from an AI agent without hanging on dialogs, iframes or endless scripts"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct BrowserArgs {
+    /// CDP endpoint of a running browser (`ws://…` or `http://host:port`); default: launch a local headless Chromium.
+    #[arg(long, env = "TABWARDEN_CDP_URL", global = true)]
+    cdp_url: Option<String>,
+    /// Launch Chromium with outside network blocked (for saved pages and tests).
+    #[arg(long, env = "TABWARDEN_OFFLINE", global = true, hide = true)]
+    offline: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve a built-in fixture site and play an agent session through the tools.
+    Demo {
+        #[command(flatten)]
+        browser: BrowserArgs,
+        /// Print one JSON object per step (`{step, tool, args, result, ok}`) instead of the readable log.
+        #[arg(long)]
+        jsonl: bool,
+    },
+    /// Print the snapshot of a page (URL or file path) as JSON.
+    Snapshot {
+        /// URL, or path of an HTML file.
+        target: String,
+        /// Budget per call in ms (1..=120000).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        #[command(flatten)]
+        browser: BrowserArgs,
+    },
+    /// Evaluate a JavaScript expression on a page (URL or file path) and print the result as JSON.
+    Eval {
+        /// URL, or path of an HTML file.
+        target: String,
+        /// The expression (promises are awaited).
+        expression: String,
+        /// Budget in ms (1..=120000, default 20000); a script still running is terminated.
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        #[command(flatten)]
+        browser: BrowserArgs,
+    },
+    /// Save a PNG screenshot of a page.
+    Screenshot {
+        /// URL, or path of an HTML file.
+        target: String,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Capture the whole page, not only the viewport.
+        #[arg(long)]
+        full_page: bool,
+        #[command(flatten)]
+        browser: BrowserArgs,
+    },
+    /// Serve the tools over MCP on stdin/stdout.
+    Mcp {
+        #[command(flatten)]
+        browser: BrowserArgs,
+        /// Dialog policy: must_respond, auto_dismiss or auto_accept.
+        #[arg(long, default_value = "must_respond")]
+        dialog_policy: String,
+        /// must_respond watchdog: dismiss a dialog left pending this many seconds.
+        #[arg(long, default_value_t = 300)]
+        dialog_timeout_s: u64,
+        /// Dialog bridge for hosted browsers whose proxy closes native dialogs: off, on or auto.
+        #[arg(long, default_value = "off", value_parser = ["off", "on", "auto"])]
+        bridge: String,
+        /// Refuse browser_evaluate and script-running browser_cdp methods.
+        #[arg(long)]
+        no_evaluate: bool,
+    },
+}
+
+/// A browser to talk to: a launched local one (killed on drop) or a remote endpoint.
+struct Browser {
+    _chrome: Option<LaunchedChrome>,
+    endpoint: String,
+}
+
+async fn browser(args: &BrowserArgs) -> anyhow::Result<Browser> {
+    if let Some(url) = &args.cdp_url {
+        return Ok(Browser {
+            _chrome: None,
+            endpoint: url.clone(),
+        });
+    }
+    let chrome = LaunchedChrome::launch(LaunchOptions::default().offline(args.offline))
+        .await
+        .context("launching Chromium")?;
+    tracing::info!(port = chrome.port(), "launched headless Chromium");
+    let endpoint = chrome.ws_url().to_string();
+    Ok(Browser {
+        _chrome: Some(chrome),
+        endpoint,
+    })
+}
+
+/// A URL as given, or an existing file path as a `file://` URL.
+fn to_url(target: &str) -> anyhow::Result<String> {
+    let p = Path::new(target);
+    if !target.contains("://") && !target.starts_with("data:") && !target.starts_with("about:") {
+        let abs = std::fs::canonicalize(p)
+            .with_context(|| format!("{target} is neither a URL nor a readable file"))?;
+        return Ok(format!("file://{}", abs.display()));
+    }
+    Ok(target.to_string())
+}
+
+fn print(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn is_error(v: &Value) -> bool {
+    v.get("error").is_some()
+}
+
+enum Failure {
+    Tool,
+    NoBrowser(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Other(e.into())
+    }
+}
+
+/// [`Tools`] that close their connection on drop, before the browser goes away.
+struct Connected(Tools);
+
+impl std::ops::Deref for Connected {
+    type Target = Tools;
+    fn deref(&self) -> &Tools {
+        &self.0
+    }
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.connection().close();
+    }
+}
+
+async fn connect(b: &Browser, config: ToolsConfig) -> Result<Connected, Failure> {
+    Tools::connect(&b.endpoint, config)
+        .await
+        .map(Connected)
+        .map_err(|e| Failure::NoBrowser(e.into()))
+}
+
+/// Navigates; a page blocked by a dialog is not a failure for snapshot/eval (the dialog is in the output).
+async fn open(tools: &Tools, target: &str, timeout_ms: Option<u64>) -> Result<Value, Failure> {
+    let url = to_url(target)?;
+    let mut args = json!({"url": url});
+    if let Some(t) = timeout_ms {
+        args["timeout_ms"] = json!(t);
+    }
+    let nav = tools.call("browser_navigate", args).await;
+    if is_error(&nav) {
+        print(&nav);
+        return Err(Failure::Tool);
+    }
+    Ok(nav)
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Demo { browser: b, jsonl } => {
+            let br = browser(&b).await.map_err(Failure::NoBrowser)?;
+            let tools = connect(&br, ToolsConfig::default()).await?;
+            let port = site::serve().await?;
+            if demo::play(&tools, port, jsonl).await {
+                Ok(())
+            } else {
+                Err(Failure::Tool)
+            }
+        }
+        Command::Snapshot {
+            target,
+            timeout_ms,
+            browser: b,
+        } => {
+            let br = browser(&b).await.map_err(Failure::NoBrowser)?;
+            let tools = connect(&br, ToolsConfig::default()).await?;
+            open(&tools, &target, timeout_ms).await?;
+            let mut args = json!({});
+            if let Some(t) = timeout_ms {
+                args["timeout_ms"] = json!(t);
+            }
+            let snap = tools.call("browser_snapshot", args).await;
+            print(&snap);
+            if is_error(&snap) {
+                return Err(Failure::Tool);
+            }
+            Ok(())
+        }
+        Command::Eval {
+            target,
+            expression,
+            timeout_ms,
+            browser: b,
+        } => {
+            let br = browser(&b).await.map_err(Failure::NoBrowser)?;
+            let tools = connect(&br, ToolsConfig::default()).await?;
+            let nav = open(&tools, &target, timeout_ms).await?;
+            if nav["status"] == "dialog_opened" {
+                print(
+                    &json!({"error": {"code": "dialog_pending", "message": "a dialog blocks the page", "dialog": nav["dialog"]}}),
+                );
+                return Err(Failure::Tool);
+            }
+            let mut args = json!({"expression": expression});
+            if let Some(t) = timeout_ms {
+                args["timeout_ms"] = json!(t);
+            }
+            let out = tools.call("browser_evaluate", args).await;
+            print(&out);
+            if is_error(&out) {
+                return Err(Failure::Tool);
+            }
+            Ok(())
+        }
+        Command::Screenshot {
+            target,
+            output,
+            full_page,
+            browser: b,
+        } => {
+            let br = browser(&b).await.map_err(Failure::NoBrowser)?;
+            let tools = connect(&br, ToolsConfig::default()).await?;
+            open(&tools, &target, None).await?;
+            let out = tools
+                .call("browser_screenshot", json!({"full_page": full_page}))
+                .await;
+            if is_error(&out) {
+                print(&out);
+                return Err(Failure::Tool);
+            }
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(out["data"].as_str().unwrap_or_default())
+                .context("decoding the screenshot")?;
+            std::fs::write(&output, &bytes)
+                .with_context(|| format!("writing {}", output.display()))?;
+            print(
+                &json!({"path": output.display().to_string(), "bytes": bytes.len(), "mime_type": out["mime_type"]}),
+            );
+            Ok(())
+        }
+        Command::Mcp {
+            browser: b,
+            dialog_policy,
+            dialog_timeout_s,
+            bridge,
+            no_evaluate,
+        } => {
+            let config = ToolsConfig::default()
+                .dialog_policy(dialog_policy)
+                .dialog_timeout(Duration::from_secs(dialog_timeout_s))
+                .bridge(bridge)
+                .evaluate_enabled(!no_evaluate);
+            let br = browser(&b).await.map_err(Failure::NoBrowser)?;
+            let tools = Tools::connect(&br.endpoint, config)
+                .await
+                .map_err(|e| Failure::NoBrowser(e.into()))?;
+            mcp::serve(tools).await?;
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tabwarden: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let r = rt.block_on(run(cli));
+    // Kill Chromium and stop servers before the runtime goes away.
+    drop(rt);
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Tool) => ExitCode::from(1),
+        Err(Failure::NoBrowser(e)) => {
+            eprintln!("tabwarden: no browser: {e:#}");
+            ExitCode::from(3)
+        }
+        Err(Failure::Other(e)) => {
+            eprintln!("tabwarden: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

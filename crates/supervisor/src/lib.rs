@@ -1,1 +1,58 @@
-//! supervisor (filled by its issue).
+//! # supervisor
+//!
+//! Per-tab browser state over CDP (seed 000): native dialogs, the frame tree
+//! with out-of-process iframes (OOPIFs) and their sessions, popups, console
+//! errors; dialog policies; a registry of one supervisor per agent task.
+//!
+//! ## Design
+//!
+//! * One event-loop task per [`Supervisor`] reads every event of its
+//!   connection in order (`Connection::subscribe_all`), keeps only its own
+//!   sessions' events, and applies them to a state machine that never awaits.
+//!   Follow-up CDP work (setting up a child session, answering by policy, the
+//!   watchdog, attaching a popup) is spawned, so the loop keeps draining.
+//! * Every change publishes an immutable [`SupervisorView`] through
+//!   `arc-swap`: [`Supervisor::snapshot`] never waits for the loop, so a tool
+//!   can report `dialog_pending` while the page's JS thread is frozen.
+//! * Auto-attach is recursive and paused (`waitForDebuggerOnStart: true`):
+//!   each child is set up (domains, the dialog bridge seam) and then resumed
+//!   with `Runtime.runIfWaitingForDebugger`, even when setup fails, within
+//!   [`SupervisorConfig::setup_timeout`] plus a short resume bound.
+//! * Dialogs are answered on the top-level page (or popup) session, also
+//!   those raised inside an OOPIF (Chromium rejects the OOPIF session).
+//! * A crash, a detach or a closed socket shows as `active: false` with a
+//!   reason; pending dialogs are retired as `remote`; a lost socket or a
+//!   detached page session is recovered with backoff and a bounded number of
+//!   consecutive failures.
+//!
+//! ## Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cdp_transport::{Connection, ConnectOptions, TargetId};
+//! use supervisor::{Supervisor, SupervisorConfig};
+//! let mock = cdp_mock::MockServer::start().await;
+//! mock.on("Target.attachToTarget", serde_json::json!({"sessionId": "S1"}));
+//! let conn = Connection::connect(&mock.ws_url(), ConnectOptions::default()).await?;
+//! let config = SupervisorConfig::default().with_policy_name("auto_dismiss")?;
+//! let sup = Supervisor::attach(conn, TargetId::new("T1"), config).await?;
+//! let view = sup.snapshot();
+//! assert!(view.active && view.pending_dialogs.is_empty());
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod error;
+mod registry;
+mod state;
+mod supervisor;
+mod view;
+
+pub use config::{BridgeMode, DialogAction, DialogPolicy, ReconnectPolicy, SupervisorConfig};
+pub use error::{Error, Result};
+pub use registry::Registry;
+pub use supervisor::{DialogEvent, FrameContext, Route, Supervisor, HANDLE_DIALOG};
+pub use view::{
+    ClosedBy, ClosedDialog, ConsoleError, FrameTreeView, FrameView, PendingDialog, PopupView,
+    SupervisorView, CONSOLE_ERRORS_CAP, FRAME_CHILDREN_CAP, MAX_OOPIF_DEPTH, RECENT_DIALOGS_CAP,
+};

@@ -1,1 +1,117 @@
-//! tool-surface (filled by its issue).
+//! # tool-surface
+//!
+//! The browser tools an AI agent calls, and every JSON shape it sees. The
+//! tools compose the [`supervisor`] (dialogs, frames, OOPIF sessions, console
+//! errors) and [`evaluate`] (budgeted evaluate, AX refs) over one
+//! [`cdp_transport::Connection`].
+//!
+//! ## Design
+//!
+//! * **JSON in, JSON out.** [`Tools::call`] takes a tool name and its
+//!   arguments object and always returns a JSON value: the tool's response
+//!   object, or `{"error": ToolError}`. It never panics and never hangs: every
+//!   call runs under one [`cdp_transport::Budget`] built from its `timeout_ms`
+//!   (1..=120000, default 20000; the same meaning as the CLI's `--timeout-ms`).
+//! * **Schemas come from the types.** Each tool has a typed request in
+//!   [`types`]; its JSON Schema ([`Tools::list`]) is generated from that type
+//!   with `schemars`, and the same type parses the arguments, so schema and
+//!   parser agree. Unknown fields are refused (a typo is reported, not ignored).
+//! * **Dialogs first.** While a native dialog is pending, the page's renderer
+//!   answers nothing. Renderer-bound tools (`browser_click`, `browser_type`,
+//!   `browser_press_key`, `browser_evaluate`, `browser_screenshot`,
+//!   `browser_cdp` on the page) therefore return at once with
+//!   `dialog_pending` and the dialog. `browser_snapshot` still answers, with
+//!   the pending dialogs and the frame tree but no AX text. `browser_navigate`
+//!   returns when the page loads or as soon as a dialog blocks it.
+//! * **Small output.** Tokens are the agent's cost: absent beats `null`, empty
+//!   lists are left out where the doc below says so.
+//!
+//! ## JSON shapes (schema_version 1)
+//!
+//! [`SCHEMA_VERSION`] is 1. Within a version fields are only added, never
+//! renamed or removed; error codes are only added.
+//!
+//! ### Errors
+//!
+//! ```json
+//! {"error": {"code": "dialog_pending",
+//!            "message": "a prompt dialog (d-1) blocks the page, so browser_click cannot run: \"Your name?\"",
+//!            "next_step": "answer it with browser_dialog {...}, then retry browser_click",
+//!            "dialog": {"id": "d-1", "type": "prompt", "message": "Your name?", "default_prompt": "", "frame_id": "…", "url": "…"}}}
+//! ```
+//!
+//! `code` is one of [`ErrorCode`]: `dialog_pending` (with `dialog`), `timeout`,
+//! `stale_ref`, `unknown_ref`, `not_oopif`, `unknown_frame`,
+//! `evaluate_disabled`, `no_dialog`, `ambiguous_dialog` (with `candidates`),
+//! `target_crashed`, `invalid_argument` (with `field`), `navigation_failed`,
+//! `browser_closed`, `script_error`, `cdp_error`, `unknown_tool`,
+//! `unknown_tab`, `internal`. `next_step` (optional) says what to call next.
+//!
+//! ### Shared objects
+//!
+//! * dialog: `{id: "d-N", type: "alert"|"confirm"|"prompt"|"beforeunload", message, default_prompt?, frame_id?, url?}`
+//! * closed dialog: `{id, type, message, closed_by: "agent"|"auto_policy"|"watchdog"|"remote", accepted?, user_input?}`
+//! * frame: `{frame_id, url, name?, oopif?: true, children?: [frame]}` (`oopif` and
+//!   `children` absent when false / empty)
+//!
+//! ### Responses, per tool
+//!
+//! | tool | arguments | response |
+//! |---|---|---|
+//! | `browser_navigate` | `{url, timeout_ms?}` | `{url, status: "loaded"\|"dialog_opened", title?, dialog?}` |
+//! | `browser_snapshot` | `{timeout_ms?}` | `{schema_version, url, snapshot?, note?, pending_dialogs: [dialog], recent_dialogs?: [closed dialog], frame_tree: {top: frame, truncated?}, console_errors: n, supervisor: {active, reason?}}` |
+//! | `browser_click` | `{ref, timeout_ms?}` | `{status: "done"\|"dialog_opened", ref, dialog?}` |
+//! | `browser_type` | `{ref, text, submit?, timeout_ms?}` | as click |
+//! | `browser_press_key` | `{key, ref?, timeout_ms?}` | as click |
+//! | `browser_evaluate` | `{expression, ref?, frame_id?, timeout_ms?}` | `{value, type, truncated?, elapsed_ms}` |
+//! | `browser_dialog` | `{action: "accept"\|"dismiss", prompt_text?, dialog_id?}` | `{dialog, action, pending_dialogs}` |
+//! | `browser_cdp` | `{method, params?, frame_id?, timeout_ms?}` | `{result}` |
+//! | `browser_screenshot` | `{format?: "png"\|"jpeg", full_page?, timeout_ms?}` | `{mime_type, bytes, data (base64)}` |
+//! | `browser_console` | `{limit?}` | `{errors: [{kind, text, url?}], total}` |
+//! | `browser_tabs` | `{action?: "list"\|"new"\|"select"\|"close", tab_id?, url?}` | `{tabs: [{tab_id, url, title, current?}]}` |
+//!
+//! The `snapshot` text has one line per node, indented two spaces per level:
+//! `- role "name" [ref=eN]`. Content of a cross-site iframe is inlined under
+//! its `iframe` line. Refs are valid until the next navigation; a ref of an
+//! older document gives `stale_ref`, an unknown one `unknown_ref`.
+//!
+//! `browser_evaluate` `value` is the result as JSON; values JSON cannot hold
+//! (`undefined`, `NaN`, `-0`, `Infinity`, BigInt) come as a string with
+//! `type` naming the JS type. A script still running at its deadline is
+//! terminated (`Runtime.terminateExecution`) and the call fails with
+//! `timeout`; the tab stays usable. A dialog opened by the script ends the
+//! call with `dialog_pending`.
+//!
+//! `browser_cdp` refuses script-running methods (`Runtime.evaluate`,
+//! `Runtime.callFunctionOn`, `Runtime.compileScript`, `Runtime.runScript`,
+//! `Page.addScriptToEvaluateOnNewDocument`, `Debugger.*`, ...) with
+//! `evaluate_disabled` when the server runs with evaluate disabled. With
+//! `frame_id` of a same-process frame it fails with `not_oopif`: use
+//! `browser_evaluate` with that `frame_id` instead.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tool_surface::{Tools, ToolsConfig};
+//! let ws = cdp_transport::launcher::shared_chrome()?;
+//! let tools = Tools::connect(&ws, ToolsConfig::default()).await?;
+//! let out = tools.call("browser_navigate", serde_json::json!({"url": "data:text/html,<button>OK</button>"})).await;
+//! assert_eq!(out["status"], "loaded");
+//! let snap = tools.call("browser_snapshot", serde_json::json!({})).await;
+//! println!("{}", snap["snapshot"]);
+//! # Ok(()) }
+//! ```
+
+mod catalog;
+mod error;
+mod tab;
+mod tools;
+pub mod types;
+
+pub use catalog::{list, parse_args, ToolInfo, TOOL_NAMES};
+pub use error::{Error, ErrorCode, Result, ToolError};
+pub use tools::{Tools, ToolsConfig};
+
+/// Version of the JSON shapes documented above.
+pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,1551 @@
+//! Budgeted evaluate (issue 5, seed 004).
+//!
+//! An [`Engine`] evaluates JavaScript in one tab on its **own** flattened CDP
+//! sessions (never the supervisor's), so that ending a runaway script costs
+//! nothing else. Sessions are attached lazily, kept warm, and replaced after a
+//! termination.
+//!
+//! ## How one evaluate runs
+//!
+//! 1. The page session is attached (`Target.attachToTarget{flatten:true}`)
+//!    with `Runtime` and `Page` enabled. A background task per session keeps
+//!    the frame → main-world execution context table (`auxData.isDefault`,
+//!    `auxData.frameId`; keyed by session because context ids are per process)
+//!    and the open dialog, if any. An OOPIF gets its own session the same way
+//!    (its target id equals its frame id).
+//! 2. The source's form is decided by compile checks (`Runtime.compileScript`,
+//!    which runs nothing): an expression (possibly with `await`) is returned,
+//!    a function literal is called (with the element, for element evaluate),
+//!    anything else that parses as an async function body runs as one. A
+//!    source that parses as none is `invalid_source`. The user's script is
+//!    sent exactly once.
+//! 3. The script runs inside a page-side wrapper (`Runtime.evaluate` in the
+//!    frame's main world, or `Runtime.callFunctionOn` on the element from
+//!    `DOM.resolveNode`). The wrapper races the script's promise against an
+//!    in-page timer just short of the deadline (so a promise that never
+//!    settles ends in the page too, field case C14), catches the script's
+//!    exception (`js_exception`, distinct from `invalid_source`), and
+//!    serializes the value into tagged JSON (field case C15).
+//! 4. Meanwhile the engine watches the deadline, the caller's cancellation,
+//!    `Page.javascriptDialogOpening` (ends the evaluate at once with
+//!    `dialog_opened`, C03) and the execution context's destruction
+//!    (`navigated` / `context_destroyed`, C10).
+//! 5. On deadline or cancellation with the script sent:
+//!    `Runtime.terminateExecution` on that session, a short grace for the
+//!    call to end, then that session alone is detached and reattached lazily
+//!    next time (C13, C17). Chromium's own `timeout` parameter of
+//!    `Runtime.evaluate` is set a little past the deadline, as a second line.
+//!
+//! ## Result encoding
+//!
+//! [`EvalOutcome::value`] is JSON. Plain JSON values (finite numbers other than
+//! `-0`, strings, booleans, `null`, arrays, plain objects) come through as
+//! themselves. Everything else is an object with a `$type` tag:
+//!
+//! | `$type` | fields | for |
+//! |---|---|---|
+//! | `undefined` | | `undefined` |
+//! | `number` | `repr`: `NaN`, `Infinity`, `-Infinity`, `-0` | non-JSON numbers |
+//! | `bigint` | `repr`: `"123n"` | BigInt |
+//! | `symbol` | `description` | Symbol |
+//! | `function` | `name`, `source` (excerpt) | functions |
+//! | `node` | `nodeType`, `nodeName`, `tag`, `id`, `classes`, `text` (excerpt), `connected` | DOM nodes |
+//! | `nodelist` | `kind`, `length`, `items` | `NodeList`, `HTMLCollection` |
+//! | `window` | `url`, `title` | a window |
+//! | `date` | `iso` | `Date` |
+//! | `regexp` | `source` | `RegExp` |
+//! | `error` | `name`, `message`, `stack` | `Error` values (returned, not thrown) |
+//! | `map` / `set` | `size`, `entries` / `values` | `Map` / `Set` |
+//! | `typedarray` | `kind`, `length`, `values` | typed arrays |
+//! | `arraybuffer` | `byteLength` | `ArrayBuffer` |
+//! | `promise`, `weakmap`, `weakset`, `weakref` | | opaque values |
+//! | `object` | `className`, `value` | class instances (and objects with an own `$type` key) |
+//! | `circular` | `path` (e.g. `$.self`) | a reference back to an ancestor |
+//! | `hole` | | an array hole |
+//! | `threw` | `message` | a getter that threw |
+//! | `truncated` | `kind`: `string` (+ `length`, `value` prefix), `items`/`keys` (+ `omitted`), `depth`, `size` | the size cap, depth or item limit hit |
+//! | `unserializable` | `error` | anything the serializer could not read |
+
+use crate::engine_js;
+use crate::error::{DialogInfo, Error, Result, TimeoutKind};
+use cdp_transport::{
+    BackendNodeId, Budget, Connection, Event, EventStream, FrameId, RecvError, Session, TargetId,
+};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::{debug, info, warn, Instrument};
+
+const RUNTIME_ENABLE: &str = "Runtime.enable";
+const PAGE_ENABLE: &str = "Page.enable";
+const RUNTIME_EVALUATE: &str = "Runtime.evaluate";
+const RUNTIME_CALL_FUNCTION_ON: &str = "Runtime.callFunctionOn";
+const RUNTIME_COMPILE_SCRIPT: &str = "Runtime.compileScript";
+const RUNTIME_TERMINATE_EXECUTION: &str = "Runtime.terminateExecution";
+const RUNTIME_RELEASE_OBJECT: &str = "Runtime.releaseObject";
+const DOM_RESOLVE_NODE: &str = "DOM.resolveNode";
+const PAGE_GET_FRAME_TREE: &str = "Page.getFrameTree";
+const TARGET_GET_TARGET_INFO: &str = "Target.getTargetInfo";
+const EV_CONTEXT_CREATED: &str = "Runtime.executionContextCreated";
+const EV_CONTEXT_DESTROYED: &str = "Runtime.executionContextDestroyed";
+const EV_CONTEXTS_CLEARED: &str = "Runtime.executionContextsCleared";
+const EV_DIALOG_OPENING: &str = "Page.javascriptDialogOpening";
+const EV_DIALOG_CLOSED: &str = "Page.javascriptDialogClosed";
+const EV_FRAME_DETACHED: &str = "Page.frameDetached";
+
+/// Budget for clean-up work that runs after the caller got its answer
+/// (`Runtime.terminateExecution`, `Target.detachFromTarget`, `Runtime.releaseObject`).
+const CLEANUP_BUDGET: Duration = Duration::from_secs(2);
+
+/// Engine settings. Every field has a documented default ([`EngineConfig::default`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// When false every evaluate fails with `evaluate_disabled`. Default `true`.
+    pub evaluate_enabled: bool,
+    /// Size cap of a result, in characters of serialized output (approximate,
+    /// counted in the page). Over the cap the value is cut and a `truncated`
+    /// marker is put in its place. Default 1 MiB (1 048 576).
+    pub max_result_chars: usize,
+    /// Nesting depth past which the serializer stops with a `truncated`
+    /// marker of kind `depth`. Default 32.
+    pub max_depth: u32,
+    /// Items per array, map, set, node list or object keys. Default 1000.
+    pub max_items: u32,
+    /// Length of text excerpts (node text, function source, messages), characters. Default 200.
+    pub text_excerpt_chars: u32,
+    /// After `Runtime.terminateExecution`, how long to wait for the running
+    /// call to end before detaching the session anyway. Default 100 ms.
+    pub terminate_grace: Duration,
+    /// Chromium's own `timeout` parameter of `Runtime.evaluate` is the
+    /// remaining budget plus this margin (a second line only). Default 250 ms.
+    pub chromium_timeout_margin: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            evaluate_enabled: true,
+            max_result_chars: 1024 * 1024,
+            max_depth: 32,
+            max_items: 1000,
+            text_excerpt_chars: 200,
+            terminate_grace: Duration::from_millis(100),
+            chromium_timeout_margin: Duration::from_millis(250),
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Sets [`EngineConfig::evaluate_enabled`].
+    pub fn evaluate_enabled(mut self, on: bool) -> Self {
+        self.evaluate_enabled = on;
+        self
+    }
+    /// Sets [`EngineConfig::max_result_chars`].
+    pub fn max_result_chars(mut self, n: usize) -> Self {
+        self.max_result_chars = n;
+        self
+    }
+    /// Sets [`EngineConfig::max_depth`].
+    pub fn max_depth(mut self, n: u32) -> Self {
+        self.max_depth = n;
+        self
+    }
+    /// Sets [`EngineConfig::terminate_grace`].
+    pub fn terminate_grace(mut self, d: Duration) -> Self {
+        self.terminate_grace = d;
+        self
+    }
+}
+
+/// Where an evaluate runs: the main world of one frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EvalTarget {
+    /// The page target's main frame.
+    MainFrame,
+    /// A frame of the page target, by frame id. A same-process frame runs on
+    /// the page session; an OOPIF frame id is recognised (its target id equals
+    /// its frame id) and routed to its own session.
+    Frame(FrameId),
+    /// An OOPIF target, and optionally a same-process frame inside it
+    /// (default: the OOPIF's own frame, whose id equals `target_id`).
+    Oopif {
+        /// The OOPIF target (`type: "iframe"`).
+        target_id: TargetId,
+        /// A frame in that target; `None` = the target's main frame.
+        frame_id: Option<FrameId>,
+    },
+}
+
+/// One evaluate request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalRequest {
+    /// JavaScript: an expression, a function literal, or statements (see [`SourceForm`]).
+    pub source: String,
+    /// The frame whose main world runs it.
+    pub target: EvalTarget,
+    /// Element evaluate: the node is resolved with `DOM.resolveNode` on the
+    /// target's session and passed as the function's first argument (and `this`).
+    pub element: Option<BackendNodeId>,
+}
+
+impl EvalRequest {
+    /// A page evaluate in the main frame.
+    pub fn new(source: impl Into<String>) -> Self {
+        Self {
+            source: source.into(),
+            target: EvalTarget::MainFrame,
+            element: None,
+        }
+    }
+    /// Sets [`EvalRequest::target`].
+    pub fn target(mut self, target: EvalTarget) -> Self {
+        self.target = target;
+        self
+    }
+    /// Sets [`EvalRequest::element`].
+    pub fn element(mut self, node: BackendNodeId) -> Self {
+        self.element = Some(node);
+        self
+    }
+}
+
+/// How the engine read the source (decided by compile checks; nothing runs twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SourceForm {
+    /// An expression (may use `await`); its value is returned.
+    Expression,
+    /// A function literal (`() => …`, `function …`, `async …`); it is called
+    /// (with the element for element evaluate) and its value returned.
+    Function,
+    /// Statements, run as an async function body; `return` gives the value
+    /// (`undefined` otherwise).
+    Statements,
+}
+
+/// A finished evaluate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalOutcome {
+    /// The value, as tagged JSON (see the module docs for the `$type` table).
+    pub value: Value,
+    /// True when the size cap, depth limit or item limit cut the value.
+    pub truncated: bool,
+    /// How the source was read.
+    pub form: SourceForm,
+    /// The frame whose main world ran it.
+    pub frame_id: FrameId,
+    /// The target whose session ran it (the page, or an OOPIF).
+    pub target_id: TargetId,
+    /// Wall time of the whole evaluate, including attach and compile checks.
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+/// A snapshot of the engine's counters. All counts since the engine was made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineMetrics {
+    /// Evaluates started (refused ones included).
+    pub evaluations: u64,
+    /// Evaluates that returned a value.
+    pub succeeded: u64,
+    /// `timeout` errors (every kind).
+    pub timeouts: u64,
+    /// Of those, promises that never settled (nothing to terminate).
+    pub promise_timeouts: u64,
+    /// `cancelled` errors.
+    pub cancellations: u64,
+    /// `Runtime.terminateExecution` requests sent.
+    pub terminations: u64,
+    /// Engine sessions detached after a termination.
+    pub detaches: u64,
+    /// Evaluates ended by a dialog.
+    pub dialog_interruptions: u64,
+    /// Evaluates ended by a navigation or a destroyed execution context.
+    pub navigations: u64,
+    /// Scripts that threw.
+    pub js_exceptions: u64,
+    /// Sources that did not parse.
+    pub invalid_sources: u64,
+    /// Evaluates refused by the `evaluate_enabled` gate.
+    pub refused: u64,
+    /// Fallbacks reported by callers ([`Engine::record_fallback`]), e.g. a ref
+    /// without a backend node id resolved another way.
+    pub fallbacks: u64,
+    /// Fallback counts by reason.
+    pub fallback_reasons: std::collections::BTreeMap<String, u64>,
+    /// Sum of evaluate wall times, µs.
+    pub total_duration_us: u64,
+    /// Longest evaluate wall time, µs.
+    pub max_duration_us: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    evaluations: AtomicU64,
+    succeeded: AtomicU64,
+    timeouts: AtomicU64,
+    promise_timeouts: AtomicU64,
+    cancellations: AtomicU64,
+    terminations: AtomicU64,
+    detaches: AtomicU64,
+    dialog_interruptions: AtomicU64,
+    navigations: AtomicU64,
+    js_exceptions: AtomicU64,
+    invalid_sources: AtomicU64,
+    refused: AtomicU64,
+    fallbacks: AtomicU64,
+    total_duration_us: AtomicU64,
+    max_duration_us: AtomicU64,
+    fallback_reasons: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A frame's main-world execution context on one session.
+#[derive(Debug, Clone)]
+struct Ctx {
+    id: i64,
+    unique_id: Option<String>,
+}
+
+#[derive(Default)]
+struct WarmState {
+    contexts: HashMap<FrameId, Ctx>,
+    by_id: HashMap<i64, FrameId>,
+    dialog: Option<DialogInfo>,
+}
+
+/// One attached engine session with its tracker task.
+struct Warm {
+    session: Session,
+    target_id: TargetId,
+    state: Arc<Mutex<WarmState>>,
+    changed: watch::Receiver<u64>,
+    tracker: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        self.tracker.abort();
+    }
+}
+
+impl Warm {
+    fn lock(&self) -> MutexGuard<'_, WarmState> {
+        lock(&self.state)
+    }
+    fn forget_context(&self, id: i64) {
+        let mut st = self.lock();
+        if let Some(frame) = st.by_id.remove(&id) {
+            if st.contexts.get(&frame).is_some_and(|c| c.id == id) {
+                st.contexts.remove(&frame);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Inner {
+    conn: Connection,
+    page_target: TargetId,
+    config: EngineConfig,
+    warm: Mutex<HashMap<TargetId, Arc<Warm>>>,
+    attach_lock: tokio::sync::Mutex<()>,
+    m: Counters,
+}
+
+/// Budgeted evaluate for one tab (a page target). Cheap to clone; clones share
+/// sessions and metrics. See the [module docs](self) for how an evaluate runs.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("page_target", &self.inner.page_target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a watched evaluate was stopped from outside.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Deadline,
+    Cancel,
+}
+
+/// What the work future returns before it becomes an [`EvalOutcome`].
+type Work = Result<(Value, bool, SourceForm)>;
+
+impl Engine {
+    /// An engine for the page target `page_target` on `conn`. Nothing is
+    /// attached until the first evaluate (or [`Engine::warm_up`]).
+    pub fn new(conn: Connection, page_target: TargetId, config: EngineConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                conn,
+                page_target,
+                config,
+                warm: Mutex::new(HashMap::new()),
+                attach_lock: tokio::sync::Mutex::new(()),
+                m: Counters::default(),
+            }),
+        }
+    }
+
+    /// The page target this engine serves.
+    pub fn page_target(&self) -> &TargetId {
+        &self.inner.page_target
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Attaches the page session now (Runtime and Page enabled), so the first
+    /// evaluate does not pay for it.
+    ///
+    /// # Errors
+    /// `timeout`/`cancelled` (setup) or `transport` when attaching fails.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped future may leave a session attached but unused
+    /// (it is detached with the target).
+    pub async fn warm_up(&self, budget: &Budget) -> Result<()> {
+        let start = Instant::now();
+        let target = self.inner.page_target.clone();
+        self.warm_session(&target, budget, start).await.map(|_| ())
+    }
+
+    /// The engine's current session on `target_id`, if one is attached and warm
+    /// (for callers that need to send their own commands on the same session,
+    /// e.g. `DOM.describeNode` for a node the engine resolved).
+    pub fn session(&self, target_id: &TargetId) -> Option<Session> {
+        lock(&self.inner.warm)
+            .get(target_id)
+            .filter(|w| w.session.closed_reason().is_none())
+            .map(|w| w.session.clone())
+    }
+
+    /// Counts a fallback taken by a caller (for example the refs layer
+    /// resolving a ref by role and name because it had no backend node id).
+    pub fn record_fallback(&self, reason: &str) {
+        bump(&self.inner.m.fallbacks);
+        *lock(&self.inner.m.fallback_reasons)
+            .entry(reason.to_string())
+            .or_insert(0) += 1;
+        info!(target: "tabwarden::evaluate", reason, "evaluate fallback");
+    }
+
+    /// A snapshot of the counters.
+    pub fn metrics(&self) -> EngineMetrics {
+        let m = &self.inner.m;
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        EngineMetrics {
+            evaluations: g(&m.evaluations),
+            succeeded: g(&m.succeeded),
+            timeouts: g(&m.timeouts),
+            promise_timeouts: g(&m.promise_timeouts),
+            cancellations: g(&m.cancellations),
+            terminations: g(&m.terminations),
+            detaches: g(&m.detaches),
+            dialog_interruptions: g(&m.dialog_interruptions),
+            navigations: g(&m.navigations),
+            js_exceptions: g(&m.js_exceptions),
+            invalid_sources: g(&m.invalid_sources),
+            refused: g(&m.refused),
+            fallbacks: g(&m.fallbacks),
+            fallback_reasons: lock(&m.fallback_reasons).clone(),
+            total_duration_us: g(&m.total_duration_us),
+            max_duration_us: g(&m.max_duration_us),
+        }
+    }
+
+    /// Detaches every engine session (the tab itself stays open).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the sessions are forgotten before any await.
+    pub async fn close(&self, budget: &Budget) {
+        let all: Vec<Arc<Warm>> = lock(&self.inner.warm).drain().map(|(_, w)| w).collect();
+        for w in all {
+            let _ = w.session.detach(budget.clone()).await;
+        }
+    }
+
+    /// Element evaluate: resolves `backend_node_id` (`DOM.resolveNode`) on the
+    /// session of `target` and calls `function_source` with the element as its
+    /// first argument (and `this`), under `budget`. Same as [`Engine::evaluate`]
+    /// with [`EvalRequest::element`] set.
+    ///
+    /// # Errors
+    /// As [`Engine::evaluate`]; a node that no longer exists is `transport`
+    /// with the CDP message (`No node with given id found`).
+    ///
+    /// # Cancel safety
+    /// As [`Engine::evaluate`].
+    pub async fn evaluate_on_node(
+        &self,
+        target: EvalTarget,
+        backend_node_id: BackendNodeId,
+        function_source: &str,
+        budget: &Budget,
+    ) -> Result<EvalOutcome> {
+        self.evaluate(
+            EvalRequest {
+                source: function_source.to_string(),
+                target,
+                element: Some(backend_node_id),
+            },
+            budget,
+        )
+        .await
+    }
+
+    /// Runs `req` once under `budget` and returns its value, or says exactly
+    /// what happened.
+    ///
+    /// # Errors
+    /// - `evaluate_disabled`: the gate is off;
+    /// - `invalid_source`: the source parses as no form (nothing ran);
+    /// - `js_exception`: the script threw or its promise rejected;
+    /// - `timeout`: the deadline passed; `kind` says whether the script was
+    ///   terminated (`script`), its promise never settled (`promise`), or it
+    ///   never ran (`setup`); the message echoes the budget;
+    /// - `cancelled`: the budget was cancelled (a running script is terminated);
+    /// - `dialog_opened`: a native dialog opened; answer it with
+    ///   `Page.handleJavaScriptDialog` on the page session;
+    /// - `navigated` / `context_destroyed`: the frame's document went away;
+    /// - `unknown_frame`: no such frame; `transport`: any other CDP failure.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the evaluate without terminating the
+    /// script: cancel the [`Budget`] instead to get termination. No engine
+    /// state is left inconsistent either way.
+    pub async fn evaluate(&self, req: EvalRequest, budget: &Budget) -> Result<EvalOutcome> {
+        let start = Instant::now();
+        bump(&self.inner.m.evaluations);
+        if !self.inner.config.evaluate_enabled {
+            bump(&self.inner.m.refused);
+            return Err(Error::EvaluateDisabled);
+        }
+        let span = tracing::info_span!(
+            target: "tabwarden::evaluate",
+            "evaluate",
+            page = self.inner.page_target.as_str(),
+            target = ?req.target,
+            element = req.element.map(|n| n.0),
+            budget_ms = u64::try_from(budget.total().as_millis()).unwrap_or(u64::MAX),
+        );
+        let r = self
+            .evaluate_inner(&req, budget, start)
+            .instrument(span.clone())
+            .await;
+        let elapsed = start.elapsed();
+        self.record(&r, elapsed);
+        let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        match &r {
+            Ok(o) => {
+                info!(parent: &span, elapsed_ms, form = ?o.form, truncated = o.truncated, "evaluate ok")
+            }
+            Err(e) => {
+                info!(parent: &span, elapsed_ms, code = e.code(), error = %e, "evaluate failed")
+            }
+        }
+        r.map(|mut o| {
+            o.elapsed = elapsed;
+            o
+        })
+    }
+
+    fn record(&self, r: &Result<EvalOutcome>, elapsed: Duration) {
+        let m = &self.inner.m;
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        m.total_duration_us.fetch_add(us, Ordering::Relaxed);
+        m.max_duration_us.fetch_max(us, Ordering::Relaxed);
+        match r {
+            Ok(_) => bump(&m.succeeded),
+            Err(Error::Timeout { kind, .. }) => {
+                bump(&m.timeouts);
+                if *kind == TimeoutKind::Promise {
+                    bump(&m.promise_timeouts);
+                }
+            }
+            Err(Error::Cancelled { .. }) => bump(&m.cancellations),
+            Err(Error::DialogOpened { .. }) => bump(&m.dialog_interruptions),
+            Err(Error::Navigated { .. } | Error::ContextDestroyed { .. }) => bump(&m.navigations),
+            Err(Error::JsException { .. }) => bump(&m.js_exceptions),
+            Err(Error::InvalidSource { .. }) => bump(&m.invalid_sources),
+            Err(_) => {}
+        }
+    }
+
+    async fn evaluate_inner(
+        &self,
+        req: &EvalRequest,
+        budget: &Budget,
+        start: Instant,
+    ) -> Result<EvalOutcome> {
+        let page_target = self.inner.page_target.clone();
+        let page = self.warm_session(&page_target, budget, start).await?;
+        let (warm, frame_id) = self.route(&page, &req.target, budget, start).await?;
+        // Subscribe before anything is sent, so no event is missed.
+        let same = Arc::ptr_eq(&warm, &page);
+        let mut page_ev = Some(page.session.subscribe());
+        let mut own_ev = if same {
+            None
+        } else {
+            Some(warm.session.subscribe())
+        };
+        if let Some(dialog) = page.lock().dialog.clone() {
+            return Err(Error::DialogOpened { dialog });
+        }
+        let sent = Arc::new(AtomicBool::new(false));
+        let ctx_id: Arc<Mutex<Option<i64>>> = Arc::new(Mutex::new(None));
+        let work = self.work(
+            &warm,
+            &frame_id,
+            req,
+            budget,
+            start,
+            sent.clone(),
+            ctx_id.clone(),
+        );
+        let mut work = std::pin::pin!(work);
+        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let mut detached = false;
+        let finish = |(value, truncated, form): (Value, bool, SourceForm)| EvalOutcome {
+            value,
+            truncated,
+            form,
+            frame_id: frame_id.clone(),
+            target_id: warm.target_id.clone(),
+            elapsed: start.elapsed(),
+        };
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut work => return r.map(finish),
+                _ = budget.cancel_token().cancelled() => {
+                    return self.stop(&warm, work.as_mut(), Stop::Cancel, budget, start, &sent).await.map(finish);
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    return self.stop(&warm, work.as_mut(), Stop::Deadline, budget, start, &sent).await.map(finish);
+                }
+                ev = recv_opt(&mut page_ev) => {
+                    if let Some(ev) = ev {
+                        if ev.method == EV_DIALOG_OPENING {
+                            let dialog = parse_dialog(&ev.params);
+                            debug!(?dialog, "dialog ended the evaluate");
+                            return Err(Error::DialogOpened { dialog });
+                        }
+                        if same {
+                            if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent, &mut detached) {
+                                return Err(e);
+                            }
+                        } else if ev.method == EV_FRAME_DETACHED
+                            && ev.str_param("frameId") == Some(warm.target_id.as_str())
+                            && ev.str_param("reason") != Some("swap")
+                        {
+                            return Err(Error::ContextDestroyed {
+                                frame_id: frame_id.clone(),
+                                message: "the OOPIF's frame was detached".into(),
+                            });
+                        }
+                    }
+                }
+                ev = recv_opt(&mut own_ev) => {
+                    if let Some(ev) = ev {
+                        if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent, &mut detached) {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deadline or cancellation while the work is pending: terminate (when
+    /// the script was sent), a grace for the call to end, detach that session.
+    async fn stop<W>(
+        &self,
+        warm: &Arc<Warm>,
+        work: Pin<&mut W>,
+        why: Stop,
+        budget: &Budget,
+        start: Instant,
+        sent: &AtomicBool,
+    ) -> Work
+    where
+        W: Future<Output = Work>,
+    {
+        let sent = sent.load(Ordering::SeqCst);
+        let grace = self.inner.config.terminate_grace;
+        let mut terminated = false;
+        if sent {
+            bump(&self.inner.m.terminations);
+            let s = warm.session.clone();
+            // Not chained on: the acknowledgement may come late (C17).
+            tokio::spawn(async move {
+                if let Err(e) = s
+                    .call(RUNTIME_TERMINATE_EXECUTION, json!({}), CLEANUP_BUDGET)
+                    .await
+                {
+                    debug!(error = %e, "Runtime.terminateExecution");
+                }
+            });
+            match tokio::time::timeout(grace, work).await {
+                Ok(Ok(v)) if why == Stop::Deadline => {
+                    // It finished inside the grace: hand the value over after all.
+                    self.retire(warm);
+                    return Ok(v);
+                }
+                Ok(Err(Error::Timeout {
+                    kind: TimeoutKind::Promise,
+                    ..
+                })) if why == Stop::Deadline => {
+                    self.retire(warm);
+                    return Err(timeout_err(TimeoutKind::Promise, budget, start, false));
+                }
+                Ok(_) => terminated = true,
+                Err(_) => warn!(
+                    grace_ms = grace.as_millis() as u64,
+                    "script still running after Runtime.terminateExecution"
+                ),
+            }
+            self.retire(warm);
+        }
+        match why {
+            Stop::Deadline => Err(timeout_err(
+                if sent {
+                    TimeoutKind::Script
+                } else {
+                    TimeoutKind::Setup
+                },
+                budget,
+                start,
+                terminated,
+            )),
+            Stop::Cancel => Err(Error::Cancelled {
+                budget: budget.total(),
+                elapsed: start.elapsed(),
+                sent,
+                terminated,
+            }),
+        }
+    }
+
+    /// Forgets `warm` and detaches its session in the background.
+    fn retire(&self, warm: &Arc<Warm>) {
+        {
+            let mut map = lock(&self.inner.warm);
+            if map
+                .get(&warm.target_id)
+                .is_some_and(|w| Arc::ptr_eq(w, warm))
+            {
+                map.remove(&warm.target_id);
+            }
+        }
+        bump(&self.inner.m.detaches);
+        let s = warm.session.clone();
+        tokio::spawn(async move {
+            if let Err(e) = s.detach(CLEANUP_BUDGET).await {
+                debug!(error = %e, "Target.detachFromTarget");
+            }
+        });
+    }
+
+    /// The warm session on `target`, attaching (and enabling Runtime/Page) if needed.
+    async fn warm_session(
+        &self,
+        target: &TargetId,
+        budget: &Budget,
+        start: Instant,
+    ) -> Result<Arc<Warm>> {
+        if let Some(w) = self.cached(target) {
+            return Ok(w);
+        }
+        let _guard = tokio::select! {
+            g = self.inner.attach_lock.lock() => g,
+            _ = budget.cancel_token().cancelled() => return Err(cancelled_setup(budget, start)),
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(budget.deadline())) => {
+                return Err(timeout_err(TimeoutKind::Setup, budget, start, false));
+            }
+        };
+        if let Some(w) = self.cached(target) {
+            return Ok(w);
+        }
+        let is_page = *target == self.inner.page_target;
+        let session = self
+            .inner
+            .conn
+            .attach(target, budget.clone())
+            .await
+            .map_err(|e| {
+                if e.protocol_message().is_some() && !is_page {
+                    Error::UnknownFrame {
+                        frame_id: FrameId::new(target.as_str()),
+                        target_id: self.inner.page_target.clone(),
+                    }
+                } else {
+                    setup_err(e, budget, start, &format!("attaching to target {target}"))
+                }
+            })?;
+        let events = session.subscribe();
+        let state = Arc::new(Mutex::new(WarmState::default()));
+        let (tx, rx) = watch::channel(0u64);
+        let tracker = tokio::spawn(track(events, state.clone(), tx));
+        let warm = Arc::new(Warm {
+            session: session.clone(),
+            target_id: target.clone(),
+            state,
+            changed: rx,
+            tracker,
+        });
+        let enable = async {
+            let rt = session.call(RUNTIME_ENABLE, json!({}), budget.clone());
+            if is_page {
+                let pg = session.call(PAGE_ENABLE, json!({}), budget.clone());
+                let (a, b) = tokio::join!(rt, pg);
+                a.and(b)
+            } else {
+                rt.await
+            }
+        };
+        if let Err(e) = enable.await {
+            let s = session.clone();
+            tokio::spawn(async move { s.detach(CLEANUP_BUDGET).await });
+            return Err(setup_err(
+                e,
+                budget,
+                start,
+                &format!("enabling Runtime on target {target}"),
+            ));
+        }
+        debug!(target_id = target.as_str(), session = ?session.id(), "engine session attached");
+        lock(&self.inner.warm).insert(target.clone(), warm.clone());
+        Ok(warm)
+    }
+
+    fn cached(&self, target: &TargetId) -> Option<Arc<Warm>> {
+        let mut map = lock(&self.inner.warm);
+        match map.get(target) {
+            Some(w) if w.session.closed_reason().is_none() => Some(w.clone()),
+            Some(_) => {
+                map.remove(target);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Picks the session and frame for `target`.
+    async fn route(
+        &self,
+        page: &Arc<Warm>,
+        target: &EvalTarget,
+        budget: &Budget,
+        start: Instant,
+    ) -> Result<(Arc<Warm>, FrameId)> {
+        let page_frame = FrameId::new(self.inner.page_target.as_str());
+        match target {
+            EvalTarget::MainFrame => Ok((page.clone(), page_frame)),
+            EvalTarget::Frame(f) if *f == page_frame => Ok((page.clone(), page_frame)),
+            EvalTarget::Frame(f) => {
+                if page.lock().contexts.contains_key(f) {
+                    return Ok((page.clone(), f.clone()));
+                }
+                let tree = page
+                    .session
+                    .call(PAGE_GET_FRAME_TREE, json!({}), budget.clone())
+                    .await
+                    .map_err(|e| setup_err(e, budget, start, "reading the frame tree"))?;
+                if frame_in_tree(&tree["frameTree"], f.as_str()) {
+                    return Ok((page.clone(), f.clone()));
+                }
+                // An OOPIF's target id equals its frame id.
+                let info = self
+                    .inner
+                    .conn
+                    .browser()
+                    .call(
+                        TARGET_GET_TARGET_INFO,
+                        json!({"targetId": f.as_str()}),
+                        budget.clone(),
+                    )
+                    .await;
+                match info {
+                    Ok(v) if v["targetInfo"]["type"] == "iframe" => {
+                        let tid = TargetId::new(f.as_str());
+                        let w = self.warm_session(&tid, budget, start).await?;
+                        Ok((w, f.clone()))
+                    }
+                    Ok(_) => Err(Error::UnknownFrame {
+                        frame_id: f.clone(),
+                        target_id: self.inner.page_target.clone(),
+                    }),
+                    Err(e) if e.protocol_message().is_some() => Err(Error::UnknownFrame {
+                        frame_id: f.clone(),
+                        target_id: self.inner.page_target.clone(),
+                    }),
+                    Err(e) => Err(setup_err(e, budget, start, "looking up the frame's target")),
+                }
+            }
+            EvalTarget::Oopif {
+                target_id,
+                frame_id,
+            } => {
+                let w = self.warm_session(target_id, budget, start).await?;
+                let f = frame_id
+                    .clone()
+                    .unwrap_or_else(|| FrameId::new(target_id.as_str()));
+                Ok((w, f))
+            }
+        }
+    }
+
+    /// Waits (under the budget) for the main-world context of `frame` on `warm`.
+    async fn context_for(&self, warm: &Warm, frame: &FrameId, not: Option<i64>) -> Result<Ctx> {
+        let mut rx = warm.changed.clone();
+        loop {
+            if let Some(c) = warm
+                .lock()
+                .contexts
+                .get(frame)
+                .filter(|c| Some(c.id) != not)
+                .cloned()
+            {
+                return Ok(c);
+            }
+            if let Some(reason) = warm.session.closed_reason() {
+                return Err(Error::ContextDestroyed {
+                    frame_id: frame.clone(),
+                    message: format!("the engine session closed ({reason})"),
+                });
+            }
+            // The outer select ends this wait at the deadline.
+            if rx.changed().await.is_err() {
+                return Err(Error::ContextDestroyed {
+                    frame_id: frame.clone(),
+                    message: "the engine session closed".into(),
+                });
+            }
+        }
+    }
+
+    /// Everything that talks to the page for one evaluate.
+    #[allow(clippy::too_many_arguments)]
+    async fn work(
+        &self,
+        warm: &Warm,
+        frame: &FrameId,
+        req: &EvalRequest,
+        budget: &Budget,
+        start: Instant,
+        sent: Arc<AtomicBool>,
+        ctx_cell: Arc<Mutex<Option<i64>>>,
+    ) -> Work {
+        let cfg = &self.inner.config;
+        // Calls below run under a budget that outlives the caller's by the
+        // grace and is not cancelled with it: the select in `evaluate_inner`
+        // owns the deadline and the cancellation, and needs the pending call
+        // alive to see it end after `Runtime.terminateExecution`.
+        let call_budget =
+            Budget::new(budget.remaining() + cfg.terminate_grace + cfg.chromium_timeout_margin);
+        let session = &warm.session;
+        let reply = if let Some(node) = req.element {
+            let form = decide_form(session, None, &req.source, &call_budget, frame).await?;
+            let resolved = session
+                .call(
+                    DOM_RESOLVE_NODE,
+                    json!({"backendNodeId": node.0, "objectGroup": "tabwarden-eval"}),
+                    call_budget.clone(),
+                )
+                .await
+                .map_err(|e| {
+                    map_call_err(e, frame, &format!("resolving backend node {}", node.0))
+                })?;
+            let Some(object_id) = resolved["object"]["objectId"].as_str().map(str::to_string)
+            else {
+                return Err(Error::UnexpectedReply {
+                    method: DOM_RESOLVE_NODE.into(),
+                    detail: "no object.objectId".into(),
+                });
+            };
+            sent.store(true, Ordering::SeqCst);
+            let r = session
+                .call(
+                    RUNTIME_CALL_FUNCTION_ON,
+                    json!({
+                        "functionDeclaration": engine_js::wrapper_function(&req.source, form),
+                        "objectId": object_id,
+                        "arguments": [{"objectId": object_id}, {"value": self.page_cfg(budget.remaining())}],
+                        "awaitPromise": true,
+                        "returnByValue": true,
+                    }),
+                    call_budget.clone(),
+                )
+                .await;
+            let s = session.clone();
+            tokio::spawn(async move {
+                let _ = s
+                    .call(
+                        RUNTIME_RELEASE_OBJECT,
+                        json!({"objectId": object_id}),
+                        CLEANUP_BUDGET,
+                    )
+                    .await;
+            });
+            (
+                r.map_err(|e| map_call_err(e, frame, "calling the function on the element"))?,
+                form,
+            )
+        } else {
+            // A context id remembered from before a navigation fails with
+            // "Cannot find context" / "uniqueContextId not found" before
+            // anything runs: then wait for the frame's new context and go
+            // once more (the script has not run, so this is no re-run, C10).
+            let mut stale: Option<i64> = None;
+            loop {
+                let ctx = self.context_for(warm, frame, stale).await?;
+                *lock(&ctx_cell) = Some(ctx.id);
+                let r = self
+                    .run_in_context(session, &ctx, frame, req, budget, &call_budget, &sent)
+                    .await;
+                match r {
+                    Err(e) if stale.is_none() && is_stale_context(&e) => {
+                        sent.store(false, Ordering::SeqCst);
+                        debug!(
+                            context = ctx.id,
+                            "stale execution context; waiting for the new one"
+                        );
+                        warm.forget_context(ctx.id);
+                        stale = Some(ctx.id);
+                    }
+                    r => break r?,
+                }
+            }
+        };
+        let (reply, form) = reply;
+        read_reply(&reply, form, budget, start)
+    }
+}
+
+impl Engine {
+    /// Compile check and `Runtime.evaluate` in one execution context.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_in_context(
+        &self,
+        session: &Session,
+        ctx: &Ctx,
+        frame: &FrameId,
+        req: &EvalRequest,
+        budget: &Budget,
+        call_budget: &Budget,
+        sent: &AtomicBool,
+    ) -> Result<(Value, SourceForm)> {
+        let cfg = &self.inner.config;
+        let form = decide_form(session, Some(ctx.id), &req.source, call_budget, frame).await?;
+        let remaining = budget.remaining();
+        let mut params = json!({
+            "expression": engine_js::wrapper_expression(&req.source, form, &self.page_cfg(remaining).to_string()),
+            "awaitPromise": true,
+            "returnByValue": true,
+            "timeout": duration_ms(remaining + cfg.chromium_timeout_margin),
+        });
+        match &ctx.unique_id {
+            Some(u) => params["uniqueContextId"] = json!(u),
+            None => params["contextId"] = json!(ctx.id),
+        }
+        sent.store(true, Ordering::SeqCst);
+        let r = session
+            .call(RUNTIME_EVALUATE, params, call_budget.clone())
+            .await;
+        Ok((r.map_err(|e| map_call_err(e, frame, "evaluating"))?, form))
+    }
+
+    /// The page-side settings for the wrapper: the in-page settle timer ends
+    /// a little before the deadline, so a never-settling promise ends in the
+    /// page first (C14) and nothing needs terminating.
+    fn page_cfg(&self, remaining: Duration) -> Value {
+        let cfg = &self.inner.config;
+        let margin = (remaining / 20).clamp(Duration::from_millis(20), Duration::from_millis(250));
+        json!({
+            "settleMs": duration_ms(remaining.saturating_sub(margin)).max(1),
+            "maxChars": cfg.max_result_chars,
+            "maxDepth": cfg.max_depth,
+            "maxItems": cfg.max_items,
+            "textMax": cfg.text_excerpt_chars,
+        })
+    }
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn is_stale_context(e: &Error) -> bool {
+    matches!(e, Error::ContextDestroyed { message, .. }
+        if message.contains("Cannot find context with specified id") || message.contains("uniqueContextId not found"))
+}
+
+/// Ends the wait of `select!` on a stream that is gone (never resolves).
+async fn recv_opt(s: &mut Option<EventStream>) -> Option<Arc<Event>> {
+    let Some(stream) = s.as_mut() else {
+        return std::future::pending().await;
+    };
+    loop {
+        match stream.recv().await {
+            Ok(ev) => return Some(ev),
+            Err(RecvError::Lagged(n)) => warn!(n, "engine event stream lagged"),
+            Err(_) => {
+                *s = None;
+                return None;
+            }
+        }
+    }
+}
+
+/// An event that ends the evaluate running in `frame` (context `ctx`).
+///
+/// Before the script is sent, a destroyed context is not an interruption:
+/// the work retries once in the frame's new context (nothing ran yet).
+fn interruption(
+    ev: &Event,
+    frame: &FrameId,
+    ctx: &Mutex<Option<i64>>,
+    sent: &AtomicBool,
+    detached: &mut bool,
+) -> Option<Error> {
+    let sent = sent.load(Ordering::SeqCst);
+    match ev.method.as_str() {
+        EV_FRAME_DETACHED
+            if ev.str_param("frameId") == Some(frame.as_str())
+                && ev.str_param("reason") != Some("swap") =>
+        {
+            *detached = true;
+            (!sent).then(|| Error::ContextDestroyed {
+                frame_id: frame.clone(),
+                message: "the frame was detached (Page.frameDetached)".into(),
+            })
+        }
+        _ if !sent => None,
+        EV_CONTEXT_DESTROYED => {
+            let id = ev.params.get("executionContextId").and_then(Value::as_i64);
+            let ours = *lock(ctx);
+            if ours.is_some() && id == ours {
+                Some(if *detached {
+                    Error::ContextDestroyed {
+                        frame_id: frame.clone(),
+                        message: "the frame was detached (Page.frameDetached)".into(),
+                    }
+                } else {
+                    Error::Navigated {
+                        frame_id: frame.clone(),
+                        message: "its execution context was destroyed (Runtime.executionContextDestroyed)".into(),
+                    }
+                })
+            } else {
+                None
+            }
+        }
+        EV_CONTEXTS_CLEARED if lock(ctx).is_some() => Some(Error::Navigated {
+            frame_id: frame.clone(),
+            message: "execution contexts were cleared (Runtime.executionContextsCleared)".into(),
+        }),
+        _ => None,
+    }
+}
+
+/// The per-session tracker: main-world contexts by frame, and the open dialog.
+async fn track(mut events: EventStream, state: Arc<Mutex<WarmState>>, tx: watch::Sender<u64>) {
+    loop {
+        match events.recv().await {
+            Ok(ev) => {
+                if apply(&state, &ev) {
+                    tx.send_modify(|n| *n += 1);
+                }
+            }
+            Err(RecvError::Lagged(n)) => warn!(
+                n,
+                "engine tracker lagged; execution context table may be stale"
+            ),
+            Err(_) => {
+                tx.send_modify(|n| *n += 1);
+                return;
+            }
+        }
+    }
+}
+
+/// Applies one event to the tracked state; true when contexts changed.
+fn apply(state: &Mutex<WarmState>, ev: &Event) -> bool {
+    let mut st = lock(state);
+    match ev.method.as_str() {
+        EV_CONTEXT_CREATED => {
+            let c = &ev.params["context"];
+            let aux = &c["auxData"];
+            let (Some(id), Some(frame)) = (c["id"].as_i64(), aux["frameId"].as_str()) else {
+                return false;
+            };
+            if aux["isDefault"].as_bool() != Some(true) {
+                return false;
+            }
+            let frame = FrameId::new(frame);
+            st.by_id.insert(id, frame.clone());
+            st.contexts.insert(
+                frame,
+                Ctx {
+                    id,
+                    unique_id: c["uniqueId"].as_str().map(str::to_string),
+                },
+            );
+            true
+        }
+        EV_CONTEXT_DESTROYED => {
+            let Some(id) = ev.params["executionContextId"].as_i64() else {
+                return false;
+            };
+            if let Some(frame) = st.by_id.remove(&id) {
+                if st.contexts.get(&frame).is_some_and(|c| c.id == id) {
+                    st.contexts.remove(&frame);
+                }
+            }
+            true
+        }
+        EV_CONTEXTS_CLEARED => {
+            st.contexts.clear();
+            st.by_id.clear();
+            true
+        }
+        EV_DIALOG_OPENING => {
+            st.dialog = Some(parse_dialog(&ev.params));
+            false
+        }
+        EV_DIALOG_CLOSED => {
+            st.dialog = None;
+            false
+        }
+        _ => false,
+    }
+}
+
+fn parse_dialog(p: &Value) -> DialogInfo {
+    let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+    DialogInfo {
+        dialog_type: s("type").unwrap_or_else(|| "unknown".into()),
+        message: s("message").unwrap_or_default(),
+        default_prompt: s("defaultPrompt"),
+        frame_id: s("frameId").map(FrameId::new),
+        url: s("url"),
+    }
+}
+
+fn frame_in_tree(node: &Value, frame: &str) -> bool {
+    if node["frame"]["id"].as_str() == Some(frame) {
+        return true;
+    }
+    node["childFrames"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|n| frame_in_tree(n, frame)))
+}
+
+/// Decides the source form with `Runtime.compileScript` (which runs nothing).
+async fn decide_form(
+    session: &Session,
+    ctx: Option<i64>,
+    src: &str,
+    budget: &Budget,
+    frame: &FrameId,
+) -> Result<SourceForm> {
+    let compile = |text: String| {
+        let mut p = json!({"expression": text, "sourceURL": "", "persistScript": false});
+        if let Some(id) = ctx {
+            p["executionContextId"] = json!(id);
+        }
+        async move {
+            session
+                .call(RUNTIME_COMPILE_SCRIPT, p, budget.clone())
+                .await
+                .map(|v| v.get("exceptionDetails").cloned())
+                .map_err(|e| map_call_err(e, frame, "compile-checking the source"))
+        }
+    };
+    if compile(engine_js::compile_expression(src)).await?.is_none() {
+        return Ok(if looks_like_function(src) {
+            SourceForm::Function
+        } else {
+            SourceForm::Expression
+        });
+    }
+    match compile(engine_js::compile_statements(src)).await? {
+        None => Ok(SourceForm::Statements),
+        Some(d) => {
+            let message = d["exception"]["description"]
+                .as_str()
+                .or_else(|| d["text"].as_str())
+                .unwrap_or("SyntaxError")
+                .lines()
+                .next()
+                .unwrap_or("SyntaxError")
+                .to_string();
+            // The user's source starts on line 1 (0-based) of the check text.
+            let line = d["lineNumber"]
+                .as_u64()
+                .and_then(|l| u32::try_from(l).ok())
+                .map(|l| l.saturating_sub(1));
+            let column = d["columnNumber"]
+                .as_u64()
+                .and_then(|c| u32::try_from(c).ok());
+            Err(Error::InvalidSource {
+                message,
+                line,
+                column,
+            })
+        }
+    }
+}
+
+/// True when `src` is a function literal: `function …`, `async …`, `x => …`, `(…) => …`.
+pub(crate) fn looks_like_function(src: &str) -> bool {
+    let mut s = src.trim_start();
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let keyword = |s: &str, kw: &str| s.starts_with(kw) && !s[kw.len()..].starts_with(is_ident);
+    if keyword(s, "async") {
+        s = s["async".len()..].trim_start();
+    }
+    if keyword(s, "function") {
+        return true;
+    }
+    let rest = if let Some(inner) = s.strip_prefix('(') {
+        let mut depth = 1usize;
+        let mut end = None;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i + 1);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        match end {
+            Some(e) => &inner[e..],
+            None => return false,
+        }
+    } else {
+        let n = s.find(|c: char| !is_ident(c)).unwrap_or(s.len());
+        if n == 0 {
+            return false;
+        }
+        &s[n..]
+    };
+    rest.trim_start().starts_with("=>")
+}
+
+fn timeout_err(kind: TimeoutKind, budget: &Budget, start: Instant, terminated: bool) -> Error {
+    Error::Timeout {
+        kind,
+        budget: budget.total(),
+        elapsed: start.elapsed(),
+        terminated,
+    }
+}
+
+fn cancelled_setup(budget: &Budget, start: Instant) -> Error {
+    Error::Cancelled {
+        budget: budget.total(),
+        elapsed: start.elapsed(),
+        sent: false,
+        terminated: false,
+    }
+}
+
+/// A transport error before the script was sent.
+fn setup_err(e: cdp_transport::Error, budget: &Budget, start: Instant, context: &str) -> Error {
+    if e.is_timeout() {
+        timeout_err(TimeoutKind::Setup, budget, start, false)
+    } else if e.is_cancelled() {
+        cancelled_setup(budget, start)
+    } else {
+        Error::transport(context, e)
+    }
+}
+
+/// Maps a failed call on the evaluating session (C10 texts, gone sessions).
+fn map_call_err(e: cdp_transport::Error, frame: &FrameId, context: &str) -> Error {
+    if let Some(msg) = e.protocol_message() {
+        if msg.contains("Inspected target navigated or closed") {
+            return Error::Navigated {
+                frame_id: frame.clone(),
+                message: msg.to_string(),
+            };
+        }
+        if msg.contains("Cannot find context with specified id")
+            || msg.contains("Execution context was destroyed")
+            || msg.contains("Cannot find default execution context")
+            || msg.contains("uniqueContextId not found")
+        {
+            return Error::ContextDestroyed {
+                frame_id: frame.clone(),
+                message: msg.to_string(),
+            };
+        }
+    }
+    if e.is_session_gone() {
+        return Error::ContextDestroyed {
+            frame_id: frame.clone(),
+            message: e.to_string(),
+        };
+    }
+    Error::transport(context, e)
+}
+
+/// Reads the wrapper's answer.
+fn read_reply(reply: &Value, form: SourceForm, budget: &Budget, start: Instant) -> Work {
+    if let Some(d) = reply.get("exceptionDetails") {
+        // The wrapper catches the script's exceptions, so this is a termination
+        // (Chromium's own `timeout`) or a failure of the wrapper itself.
+        let text = d["exception"]["description"]
+            .as_str()
+            .or_else(|| d["text"].as_str())
+            .unwrap_or("exception");
+        if text.contains("Execution was terminated")
+            || d["text"].as_str().is_some_and(|t| t.contains("terminated"))
+        {
+            return Err(timeout_err(TimeoutKind::Script, budget, start, true));
+        }
+        let name = d["exception"]["className"]
+            .as_str()
+            .unwrap_or("Error")
+            .to_string();
+        return Err(Error::JsException {
+            name,
+            message: text.lines().next().unwrap_or(text).to_string(),
+            location: None,
+        });
+    }
+    let v = &reply["result"]["value"];
+    match v["$tw"].as_str() {
+        Some("ok") => Ok((
+            v.get("value").cloned().unwrap_or(Value::Null),
+            v["truncated"].as_bool().unwrap_or(false),
+            form,
+        )),
+        Some("exception") => {
+            let stack = v["stack"].as_str().unwrap_or("");
+            Err(Error::JsException {
+                name: v["name"].as_str().unwrap_or("Error").to_string(),
+                message: v["message"].as_str().unwrap_or("").to_string(),
+                location: first_frame(stack),
+            })
+        }
+        Some("promise_timeout") => Err(timeout_err(TimeoutKind::Promise, budget, start, false)),
+        _ => Err(Error::UnexpectedReply {
+            method: RUNTIME_EVALUATE.into(),
+            detail: format!(
+                "the page returned no wrapper result: {}",
+                excerpt(&reply.to_string(), 200)
+            ),
+        }),
+    }
+}
+
+fn excerpt(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The first `at …` line of a V8 stack, with locations inside the wrapper
+/// mapped back to the user's source (`<eval>:LINE:COL`, 1-based).
+pub(crate) fn first_frame(stack: &str) -> Option<String> {
+    let line = stack
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("at "))?;
+    let mut frame = line["at ".len()..].to_string();
+    for marker in [engine_js::SOURCE_URL, "<anonymous>"] {
+        let pat = format!("{marker}:");
+        if let Some(pos) = frame.find(&pat) {
+            let after = &frame[pos + pat.len()..];
+            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(l) = digits.parse::<u32>() {
+                // The user's source starts on line 2 of the wrapper.
+                let user_line = l.saturating_sub(1).max(1);
+                let end = pos + pat.len() + digits.len();
+                frame = format!("{}<eval>:{}{}", &frame[..pos], user_line, &frame[end..]);
+                break;
+            }
+        }
+    }
+    Some(frame.replace("__tw_run", "<eval>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_literals_are_recognised() {
+        for s in [
+            "() => 1",
+            "x => x",
+            "async () => 1",
+            "async x => x",
+            "function f() {}",
+            " async function () {}",
+            "(a, (b)) => a",
+        ] {
+            assert!(looks_like_function(s), "{s}");
+        }
+        for s in [
+            "1 + 2",
+            "document.title",
+            "(1 + 2)",
+            "functional()",
+            "asyncThing",
+            "x",
+            "(x)",
+            "{a: 1}",
+        ] {
+            assert!(!looks_like_function(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn first_frame_maps_wrapper_lines_back() {
+        let stack = "Error: boom\n    at __tw_run (tabwarden-eval.js:3:7)\n    at async x (tabwarden-eval.js:9:1)";
+        assert_eq!(first_frame(stack).as_deref(), Some("<eval> (<eval>:2:7)"));
+        assert_eq!(first_frame("Error: x"), None);
+        assert_eq!(
+            first_frame("E\n    at f (http://a/b.js:10:2)").as_deref(),
+            Some("f (http://a/b.js:10:2)")
+        );
+    }
+}

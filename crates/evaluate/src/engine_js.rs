@@ -1,0 +1,202 @@
+//! The page-side JavaScript of the engine: the wrapper that runs the user's
+//! source exactly once, races its promise against an in-page timer (field
+//! case C14), and serializes the result into tagged JSON (field case C15).
+//!
+//! The user's source always starts on line 2 of the wrapper, column 1, so
+//! stack locations map back by subtracting one line.
+
+use crate::engine::SourceForm;
+
+/// `sourceURL` given to the wrapper, so stack frames of the user's code are recognisable.
+pub(crate) const SOURCE_URL: &str = "tabwarden-eval.js";
+
+/// Compile-check text for the expression form (also accepts `await`).
+pub(crate) fn compile_expression(src: &str) -> String {
+    format!("(async () => (\n{src}\n))")
+}
+
+/// Compile-check text for the statements form (an async function body).
+pub(crate) fn compile_statements(src: &str) -> String {
+    format!("(async () => {{\n{src}\n}})")
+}
+
+/// The async function declaration `async function(__tw_el, __tw_cfg)` that
+/// runs `src` once in the given form and returns
+/// `{$tw:'ok', value, truncated} | {$tw:'exception', name, message, stack} | {$tw:'promise_timeout'}`.
+pub(crate) fn wrapper_function(src: &str, form: SourceForm) -> String {
+    let (head, tail) = match form {
+        SourceForm::Expression => ("return (", "\n);"),
+        SourceForm::Function => (
+            "const __tw_f = (",
+            "\n);\nreturn typeof __tw_f === 'function' ? await __tw_f.apply(__tw_el === undefined ? globalThis : __tw_el, __tw_el === undefined ? [] : [__tw_el]) : __tw_f;",
+        ),
+        SourceForm::Statements => ("", "\n"),
+    };
+    format!(
+        "async function (__tw_el, __tw_cfg) {{ const __tw_run = async () => {{ {head}\n{src}{tail} }};\n{REST}\n}}"
+    )
+}
+
+/// The expression sent with `Runtime.evaluate` for a page evaluate.
+pub(crate) fn wrapper_expression(src: &str, form: SourceForm, cfg_json: &str) -> String {
+    // The user's source stays on line 2: the call goes after the function.
+    let f = wrapper_function(src, form);
+    format!("({f})(undefined, {cfg_json})\n//# sourceURL={SOURCE_URL}")
+}
+
+/// Everything after the user's code: race, exception capture, serializer.
+const REST: &str = r#"
+  const __tw_deadline = {};
+  let __tw_timer;
+  let __tw_v;
+  try {
+    const __tw_p = __tw_run();
+    __tw_v = await (__tw_cfg.settleMs > 0
+      ? Promise.race([__tw_p, new Promise((_, rej) => { __tw_timer = setTimeout(() => rej(__tw_deadline), __tw_cfg.settleMs); })])
+      : __tw_p);
+  } catch (e) {
+    clearTimeout(__tw_timer);
+    if (e === __tw_deadline) return { $tw: 'promise_timeout' };
+    let name = typeof e, message = '', stack = '';
+    try {
+      if (e !== null && typeof e === 'object' && 'message' in e) {
+        name = String(e.name); message = String(e.message); stack = String(e.stack || '');
+      } else {
+        message = String(e);
+      }
+    } catch (x) { message = '(the thrown value cannot be printed)'; }
+    return { $tw: 'exception', name, message, stack };
+  }
+  clearTimeout(__tw_timer);
+  try {
+    const r = __tw_ser(__tw_v, __tw_cfg);
+    return { $tw: 'ok', value: r.value, truncated: r.truncated };
+  } catch (e) {
+    return { $tw: 'ok', value: { $type: 'unserializable', error: String(e) }, truncated: false };
+  }
+  function __tw_ser(root, cfg) {
+    let left = cfg.maxChars;
+    let truncated = false;
+    const seen = new Map();
+    const T = (t, o) => Object.assign({ $type: t }, o || {});
+    const excerpt = (s, n) => {
+      s = String(s == null ? '' : s).replace(/\s+/g, ' ').trim();
+      return s.length > n ? s.slice(0, n) + '\u2026' : s;
+    };
+    const str = (s) => {
+      if (s.length + 2 <= left) { left -= s.length + 2; return s; }
+      truncated = true;
+      const keep = Math.max(0, left - 80);
+      left = 0;
+      return T('truncated', { kind: 'string', length: s.length, value: s.slice(0, keep) });
+    };
+    const num = (n) => {
+      if (Number.isNaN(n)) return T('number', { repr: 'NaN' });
+      if (n === Infinity) return T('number', { repr: 'Infinity' });
+      if (n === -Infinity) return T('number', { repr: '-Infinity' });
+      if (n === 0 && 1 / n < 0) return T('number', { repr: '-0' });
+      left -= 8;
+      return n;
+    };
+    const isWindow = (v) => { try { return v === v.window && typeof v.document === 'object'; } catch (e) { return false; } };
+    const node = (v) => {
+      const o = { nodeType: v.nodeType, nodeName: String(v.nodeName).toLowerCase() };
+      if (v.nodeType === 1) {
+        o.tag = v.localName;
+        if (v.id) o.id = v.id;
+        const c = v.classList ? Array.from(v.classList) : [];
+        if (c.length) o.classes = c;
+        o.text = excerpt(v.innerText !== undefined ? v.innerText : v.textContent, cfg.textMax);
+      } else if (v.nodeType === 9) {
+        o.url = String(v.URL); o.title = excerpt(v.title, cfg.textMax);
+      } else {
+        o.text = excerpt(v.textContent, cfg.textMax);
+      }
+      o.connected = v.isConnected;
+      left -= 64;
+      return T('node', o);
+    };
+    const items = (iter, size, depth, path, f) => {
+      const out = [];
+      let i = 0;
+      for (const x of iter) {
+        if (i >= cfg.maxItems || left <= 0) { truncated = true; out.push(T('truncated', { kind: 'items', omitted: size - i })); break; }
+        out.push(f(x, i));
+        i++;
+      }
+      return out;
+    };
+    const walk = (v, depth, path) => {
+      if (left <= 0) { truncated = true; return T('truncated', { kind: 'size' }); }
+      switch (typeof v) {
+        case 'undefined': return T('undefined');
+        case 'boolean': left -= 5; return v;
+        case 'number': return num(v);
+        case 'bigint': return T('bigint', { repr: v.toString() + 'n' });
+        case 'string': return str(v);
+        case 'symbol': return T('symbol', { description: v.toString() });
+        case 'function': left -= 64; return T('function', { name: v.name || '(anonymous)', source: excerpt(Function.prototype.toString.call(v), 120) });
+      }
+      if (v === null) { left -= 4; return null; }
+      if (seen.has(v)) return T('circular', { path: seen.get(v) });
+      try {
+        if (isWindow(v)) return T('window', { url: String(v.location.href), title: excerpt(v.document.title, cfg.textMax) });
+        if (typeof Node === 'function' && v instanceof Node) return node(v);
+        const tag = Object.prototype.toString.call(v).slice(8, -1);
+        if (v instanceof Date) return T('date', { iso: Number.isNaN(v.getTime()) ? 'Invalid Date' : v.toISOString() });
+        if (v instanceof RegExp) return T('regexp', { source: String(v) });
+        if (v instanceof Error) return T('error', { name: String(v.name), message: String(v.message), stack: excerpt(v.stack, 300) });
+        if (v instanceof Promise) return T('promise');
+        if (v instanceof WeakMap || v instanceof WeakSet || v instanceof WeakRef) return T(tag.toLowerCase());
+        if (v instanceof ArrayBuffer) return T('arraybuffer', { byteLength: v.byteLength });
+        if (depth >= cfg.maxDepth) { truncated = true; return T('truncated', { kind: 'depth', depth }); }
+        seen.set(v, path);
+        try {
+          if (v instanceof Map) {
+            return T('map', { size: v.size, entries: items(v, v.size, depth, path, ([k, x], i) => [walk(k, depth + 1, path + '.<key ' + i + '>'), walk(x, depth + 1, path + '.<value ' + i + '>')]) });
+          }
+          if (v instanceof Set) {
+            return T('set', { size: v.size, values: items(v, v.size, depth, path, (x, i) => walk(x, depth + 1, path + '.<' + i + '>')) });
+          }
+          if (ArrayBuffer.isView(v) && !(v instanceof DataView)) {
+            return T('typedarray', { kind: tag, length: v.length, values: items(v, v.length, depth, path, (x) => (typeof x === 'bigint' ? T('bigint', { repr: x + 'n' }) : num(x))) });
+          }
+          if (Array.isArray(v)) {
+            const out = [];
+            for (let i = 0; i < v.length; i++) {
+              if (i >= cfg.maxItems || left <= 0) { truncated = true; out.push(T('truncated', { kind: 'items', omitted: v.length - i })); break; }
+              out.push(i in v ? walk(v[i], depth + 1, path + '[' + i + ']') : T('hole'));
+              left -= 1;
+            }
+            return out;
+          }
+          if ((typeof NodeList === 'function' && v instanceof NodeList) || (typeof HTMLCollection === 'function' && v instanceof HTMLCollection)) {
+            return T('nodelist', { kind: tag, length: v.length, items: items(v, v.length, depth, path, (x, i) => walk(x, depth + 1, path + '[' + i + ']')) });
+          }
+          const keys = Object.keys(v);
+          const out = {};
+          let i = 0;
+          for (const k of keys) {
+            if (i >= cfg.maxItems || left <= 0) { truncated = true; out['\u2026'] = T('truncated', { kind: 'keys', omitted: keys.length - i }); break; }
+            i++;
+            left -= k.length + 3;
+            let x;
+            try { x = v[k]; } catch (e) { out[k] = T('threw', { message: excerpt(e && e.message !== undefined ? e.message : e, cfg.textMax) }); continue; }
+            out[k] = walk(x, depth + 1, path + '.' + k);
+          }
+          const proto = Object.getPrototypeOf(v);
+          if (Object.prototype.hasOwnProperty.call(out, '$type') || (proto !== null && proto !== Object.prototype && Object.getPrototypeOf(proto) !== null)) {
+            const ctor = proto && proto.constructor && proto.constructor.name;
+            return T('object', { className: ctor || tag, value: out });
+          }
+          return out;
+        } finally {
+          seen.delete(v);
+        }
+      } catch (e) {
+        return T('unserializable', { error: excerpt(e && e.message !== undefined ? e.message : e, cfg.textMax) });
+      }
+    };
+    const value = walk(root, 0, '$');
+    return { value, truncated };
+  }"#;

@@ -1,0 +1,66 @@
+//! The AX snapshot with refs, and the actions on refs (issue 6, seed 004 §3).
+//!
+//! ## What it does
+//!
+//! [`AxSnapshotter::snapshot`] merges one `Accessibility.getFullAXTree` per
+//! frame into one tree: the page session covers the main frame only (its
+//! `Iframe` nodes are empty leaves, field case C21), so every iframe is
+//! mapped to its frame (`DOM.describeNode` → `frameId`) and queried on the
+//! page session with `frameId` when the frame is in that session's
+//! `Page.getFrameTree`, or on the OOPIF's own session otherwise (the target
+//! whose `targetId` equals the frame id). Each child tree is spliced under
+//! its `Iframe` node.
+//!
+//! Transparent nodes (their children are hoisted, field case C18): ignored
+//! nodes, `none`/`presentation`, unnamed `generic` (and unnamed
+//! `LabelText`/`group`), the document roots and line breaks.
+//! `InlineTextBox` and list markers are dropped; `StaticText` that only
+//! repeats its parent's name is merged into the parent's line; adjacent text
+//! runs become one `text` line, and a node with no name whose only content is
+//! one text run carries it as `: "text"`.
+//!
+//! Refs `e1, e2, …` are given in document (AX) order to interactive roles
+//! (named or not), to named content roles (headings, cells, list items,
+//! landmarks, images…) and to iframes. `nth` counts `(role, name)` duplicates
+//! over exactly that set, 0-based, kept for every member of a group and
+//! absent for singletons (field case C19). Each ref stores role, name, nth,
+//! backend node id, frame id, the session to act on and the frame's loader id.
+//!
+//! ## Text form
+//!
+//! ```text
+//! - main [ref=e1]
+//!   - button "Delete" [ref=e2] [nth=1]
+//!   - checkbox "Agree" [checked] [ref=e3]
+//!   - heading "News" [level=2] [ref=e4]
+//!   - paragraph: "Some text"
+//! ```
+//!
+//! One line per node, two spaces per depth, names JSON-quoted, states in
+//! brackets (`checked`, `checked=mixed`, `disabled`, `expanded`, `selected`,
+//! `level=N`, `value="…"`), then `[ref=eN]` and `[nth=N]` when N > 0.
+//! [`RenderOptions`] selects interactive-only, a character cap (a marker line
+//! replaces cut lines; their refs leave the returned [`RefMap`]) and a depth
+//! limit. [`RenderedSnapshot::json`] is the same content as nested JSON.
+//!
+//! ## Acting on refs
+//!
+//! [`RefMap::resolve`] never acts on a stale ref: the frame's loader must be
+//! the snapshot's, the node must still be connected and have the same role;
+//! otherwise [`crate::Error::StaleRef`]. An unknown ref is
+//! [`crate::Error::UnknownRef`]. [`RefMap::click`], [`RefMap::type_text`] and
+//! [`RefMap::press_key`] run under the caller's [`crate::Budget`];
+//! [`RefMap::evaluate`] is element evaluate through [`crate::Engine`].
+
+mod map;
+mod render;
+mod snapshot;
+mod tree;
+
+pub use map::{ClickPoint, RefEntry, RefMap, ResolvedRef};
+pub use render::{JsonNode, RenderOptions, SnapshotNodeFields};
+pub use snapshot::{AxSnapshotter, FrameInfo, RenderedSnapshot, Snapshot, SnapshotOptions};
+pub use tree::{is_content_role, is_interactive_role, SnapshotNode, States};
+
+#[cfg(test)]
+mod tests;

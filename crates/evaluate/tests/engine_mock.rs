@@ -1,0 +1,381 @@
+//! The engine against a scripted CDP server: the terminate → detach sequence,
+//! reattach, the dialog and navigation interruptions, and error mapping.
+
+use cdp_mock::{Action, MockServer};
+use cdp_transport::{ConnectOptions, Connection, TargetId};
+use evaluate::{Budget, Engine, EngineConfig, Error, EvalRequest, TimeoutKind};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(5);
+
+fn context(id: i64) -> Value {
+    json!({"context": {"id": id, "uniqueId": format!("u{id}"), "origin": "", "name": "",
+        "auxData": {"isDefault": true, "frameId": "PAGE", "type": "default"}}})
+}
+
+fn ok_value(v: Value) -> Value {
+    json!({"result": {"type": "object", "value": {"$tw": "ok", "value": v, "truncated": false}}})
+}
+
+/// A mock browser with one page target `PAGE`: attaches get `S1`, `S2`, …;
+/// `Runtime.enable` announces the main-world context `1` of frame `PAGE`.
+async fn setup(config: EngineConfig) -> (MockServer, Engine) {
+    let mock = MockServer::start().await;
+    let n = Arc::new(AtomicU64::new(0));
+    mock.on_fn("Target.attachToTarget", move |_| {
+        let k = n.fetch_add(1, Ordering::SeqCst) + 1;
+        Some(Action::Reply(json!({"sessionId": format!("S{k}")})))
+    });
+    mock.on_fn("Runtime.enable", |req| {
+        Some(Action::EventsThenReply(
+            vec![(
+                "Runtime.executionContextCreated".into(),
+                context(1),
+                req.session_id.clone(),
+            )],
+            json!({}),
+        ))
+    });
+    mock.on("Runtime.evaluate", ok_value(json!(5)));
+    let conn = Connection::connect(&mock.ws_url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    (mock, Engine::new(conn, TargetId::new("PAGE"), config))
+}
+
+fn budget(ms: u64) -> Budget {
+    Budget::new(Duration::from_millis(ms))
+}
+
+fn position(mock: &MockServer, method: &str, session: Option<&str>) -> Option<usize> {
+    mock.received().iter().position(|r| {
+        r.method == method
+            && (r.session_id.as_deref() == session
+                || r.params.get("sessionId").and_then(Value::as_str) == session)
+    })
+}
+
+#[tokio::test]
+async fn deadline_terminates_then_detaches_that_session_only_and_reattaches_lazily() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    assert_eq!(
+        engine
+            .evaluate(EvalRequest::new("1"), &budget(2000))
+            .await
+            .expect("warm")
+            .value,
+        json!(5)
+    );
+    mock.once("Runtime.evaluate", Action::Never);
+
+    let t0 = std::time::Instant::now();
+    let err = engine
+        .evaluate(EvalRequest::new("while (true) {}"), &budget(300))
+        .await
+        .expect_err("timeout");
+    let took = t0.elapsed();
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Script,
+                terminated: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // Deadline plus the 100 ms grace, and not much more.
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_millis(700),
+        "{took:?}"
+    );
+    mock.wait_for("Target.detachFromTarget", 1, T).await;
+
+    let terminate = position(&mock, "Runtime.terminateExecution", Some("S1"))
+        .expect("terminateExecution on S1");
+    let detach =
+        position(&mock, "Target.detachFromTarget", Some("S1")).expect("detachFromTarget of S1");
+    assert!(terminate < detach, "terminate first, then detach");
+    let detaches = mock.received_method("Target.detachFromTarget");
+    assert_eq!(detaches.len(), 1);
+    assert_eq!(
+        detaches[0].session_id, None,
+        "detach goes to the browser session"
+    );
+
+    // The next evaluate reattaches (S2) and runs there.
+    assert_eq!(
+        engine
+            .evaluate(EvalRequest::new("2"), &budget(2000))
+            .await
+            .expect("after")
+            .value,
+        json!(5)
+    );
+    assert_eq!(mock.received_method("Target.attachToTarget").len(), 2);
+    let last = mock
+        .received_method("Runtime.evaluate")
+        .pop()
+        .expect("evaluate");
+    assert_eq!(last.session_id.as_deref(), Some("S2"));
+    assert_eq!(last.params["uniqueContextId"], "u1");
+    let m = engine.metrics();
+    assert_eq!(
+        (
+            m.evaluations,
+            m.succeeded,
+            m.timeouts,
+            m.terminations,
+            m.detaches
+        ),
+        (3, 2, 1, 1, 1),
+        "{m:?}"
+    );
+}
+
+#[tokio::test]
+async fn chromium_timeout_parameter_is_set_past_the_deadline() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(1000))
+        .await
+        .expect("ok");
+    let call = mock
+        .received_method("Runtime.evaluate")
+        .pop()
+        .expect("evaluate");
+    let timeout = call.params["timeout"].as_f64().expect("timeout param");
+    assert!(timeout > 1000.0 && timeout <= 1250.0, "{timeout}");
+    assert_eq!(call.params["awaitPromise"], true);
+    assert_eq!(call.params["returnByValue"], true);
+    // The source is compile-checked first, which runs nothing.
+    assert!(
+        position(&mock, "Runtime.compileScript", Some("S1")).expect("compile")
+            < position(&mock, "Runtime.evaluate", Some("S1")).expect("eval")
+    );
+}
+
+#[tokio::test]
+async fn cancel_before_the_script_is_sent_terminates_nothing() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    mock.on_action("Runtime.compileScript", Action::Never);
+    let b = budget(5000);
+    let task = {
+        let (engine, b) = (engine.clone(), b.clone());
+        tokio::spawn(async move { engine.evaluate(EvalRequest::new("1"), &b).await })
+    };
+    mock.wait_for("Runtime.compileScript", 1, T).await;
+    b.cancel();
+    let err = task.await.expect("join").expect_err("cancelled");
+    assert!(
+        matches!(
+            err,
+            Error::Cancelled {
+                sent: false,
+                terminated: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("never ran"), "{err}");
+    assert!(mock
+        .received_method("Runtime.terminateExecution")
+        .is_empty());
+    assert!(mock.received_method("Target.detachFromTarget").is_empty());
+}
+
+#[tokio::test]
+async fn a_dialog_ends_the_evaluate_at_once_without_terminate() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    mock.on_action("Runtime.evaluate", Action::Never);
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .evaluate(EvalRequest::new("confirm('x')"), &budget(5000))
+                .await
+        })
+    };
+    mock.wait_for("Runtime.evaluate", 1, T).await;
+    let t0 = std::time::Instant::now();
+    mock.event(
+        "Page.javascriptDialogOpening",
+        json!({"url": "http://a/", "message": "x", "type": "confirm", "hasBrowserHandler": false, "defaultPrompt": "", "frameId": "PAGE"}),
+        Some("S1"),
+    );
+    let err = task.await.expect("join").expect_err("dialog");
+    assert!(t0.elapsed() < Duration::from_millis(500));
+    insta::assert_yaml_snapshot!("dialog_opened", (err.code(), err.dialog(), err.to_string()));
+    assert!(mock
+        .received_method("Runtime.terminateExecution")
+        .is_empty());
+    assert_eq!(engine.metrics().dialog_interruptions, 1);
+}
+
+#[tokio::test]
+async fn a_destroyed_context_after_send_is_navigated() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    mock.on_action("Runtime.evaluate", Action::Never);
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.evaluate(EvalRequest::new("1"), &budget(5000)).await })
+    };
+    mock.wait_for("Runtime.evaluate", 1, T).await;
+    mock.event(
+        "Runtime.executionContextDestroyed",
+        json!({"executionContextId": 1, "executionContextUniqueId": "u1"}),
+        Some("S1"),
+    );
+    let err = task.await.expect("join").expect_err("navigated");
+    assert_eq!(err.code(), "navigated", "{err}");
+}
+
+#[tokio::test]
+async fn a_stale_context_is_retried_once_in_the_new_one() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    mock.once(
+        "Runtime.evaluate",
+        Action::Error {
+            code: -32602,
+            message: "uniqueContextId not found".into(),
+        },
+    );
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.evaluate(EvalRequest::new("1"), &budget(5000)).await })
+    };
+    mock.wait_for("Runtime.evaluate", 1, T).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    mock.event("Runtime.executionContextCreated", context(2), Some("S1"));
+    let out = task
+        .await
+        .expect("join")
+        .expect("retried in the new context");
+    assert_eq!(out.value, json!(5));
+    let calls = mock.received_method("Runtime.evaluate");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        (
+            calls[0].params["uniqueContextId"].clone(),
+            calls[1].params["uniqueContextId"].clone()
+        ),
+        (json!("u1"), json!("u2"))
+    );
+}
+
+/// Every mapping from a browser answer to an error code, in one snapshot.
+#[tokio::test]
+async fn browser_answers_map_to_typed_errors() {
+    let cases: Vec<(&str, &str, Action)> = vec![
+        (
+            "navigated",
+            "Runtime.evaluate",
+            Action::Error {
+                code: -32000,
+                message: "Inspected target navigated or closed".into(),
+            },
+        ),
+        (
+            "context gone",
+            "Runtime.evaluate",
+            Action::Error {
+                code: -32000,
+                message: "Execution context was destroyed.".into(),
+            },
+        ),
+        (
+            "terminated by chromium's timeout",
+            "Runtime.evaluate",
+            Action::Reply(
+                json!({"result": {"type": "object"}, "exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 0, "columnNumber": 0, "exception": {"type": "object", "description": "Execution was terminated"}}}),
+            ),
+        ),
+        (
+            "user exception",
+            "Runtime.evaluate",
+            Action::Reply(
+                json!({"result": {"type": "object", "value": {"$tw": "exception", "name": "TypeError", "message": "x is not a function", "stack": "TypeError: x is not a function\n    at __tw_run (tabwarden-eval.js:3:5)\n    at tabwarden-eval.js:9:1"}}}),
+            ),
+        ),
+        (
+            "syntax error",
+            "Runtime.compileScript",
+            Action::Reply(
+                json!({"exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 2, "columnNumber": 4, "exception": {"type": "object", "subtype": "error", "className": "SyntaxError", "description": "SyntaxError: Unexpected token '*'"}}}),
+            ),
+        ),
+        (
+            "garbage",
+            "Runtime.evaluate",
+            Action::Reply(json!({"result": {"type": "number", "value": 1}})),
+        ),
+        (
+            "other protocol error",
+            "Runtime.evaluate",
+            Action::Error {
+                code: -32603,
+                message: "Internal error".into(),
+            },
+        ),
+        (
+            "promise timer fired in the page",
+            "Runtime.evaluate",
+            Action::Reply(
+                json!({"result": {"type": "object", "value": {"$tw": "promise_timeout"}}}),
+            ),
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, method, action) in cases {
+        let (mock, engine) = setup(EngineConfig::default()).await;
+        mock.on_action(method, action);
+        let err = engine
+            .evaluate(EvalRequest::new("x()"), &budget(3000))
+            .await
+            .expect_err(name);
+        let text = err.to_string();
+        // Elapsed times vary run to run.
+        let text = regex_lite_elapsed(&text);
+        out.push(json!({"case": name, "code": err.code(), "message": text}));
+    }
+    let (_mock, off) = setup(EngineConfig::default().evaluate_enabled(false)).await;
+    let err = off
+        .evaluate(EvalRequest::new("1"), &budget(1000))
+        .await
+        .expect_err("gate");
+    out.push(json!({"case": "gate off", "code": err.code(), "message": err.to_string()}));
+    insta::assert_yaml_snapshot!("error_mapping", out);
+}
+
+/// Replaces `after 1.234ms` by `after [elapsed]`.
+fn regex_lite_elapsed(s: &str) -> String {
+    match s.find("after ") {
+        Some(i) => {
+            let rest = &s[i + 6..];
+            let end = rest.find(' ').unwrap_or(rest.len());
+            format!("{}after [elapsed]{}", &s[..i], &rest[end..])
+        }
+        None => s.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn the_gate_refuses_before_touching_the_browser() {
+    let (mock, engine) = setup(EngineConfig::default().evaluate_enabled(false)).await;
+    let err = engine
+        .evaluate(EvalRequest::new("1"), &budget(1000))
+        .await
+        .expect_err("gate");
+    assert_eq!(err.code(), "evaluate_disabled");
+    assert!(mock.received().is_empty(), "{:?}", mock.received());
+    assert_eq!(
+        (engine.metrics().evaluations, engine.metrics().refused),
+        (1, 1)
+    );
+}
