@@ -104,7 +104,7 @@ pub struct ToolError {
     pub field: Option<String>,
     /// The dialog that blocks the page (`dialog_pending`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dialog: Option<DialogView>,
+    pub dialog: Option<Box<DialogView>>,
     /// The pending dialogs to choose from (`ambiguous_dialog`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<DialogView>,
@@ -148,7 +148,7 @@ impl ToolError {
             "answer it with browser_dialog {{\"action\":\"accept\"|\"dismiss\", \"dialog_id\":\"{}\"}}, then retry {tool}",
             dialog.id
         ));
-        e.dialog = Some(dialog);
+        e.dialog = Some(Box::new(dialog));
         e
     }
     /// A `timeout` error for a budget of `budget_ms`.

@@ -414,7 +414,6 @@ impl Tools {
         let mut out = String::new();
         let mut visited = Vec::new();
         self.render_frame(
-            tab,
             &frames,
             &main_id,
             &main_session,
@@ -442,7 +441,6 @@ impl Tools {
     #[allow(clippy::too_many_arguments)]
     fn render_frame<'a>(
         &'a self,
-        tab: &'a Arc<Tab>,
         frames: &'a [(String, Option<String>, Session, bool)],
         frame_id: &'a str,
         session: &'a Session,
@@ -540,7 +538,6 @@ impl Tools {
                             {
                                 let r = self
                                     .render_frame(
-                                        tab,
                                         frames,
                                         cid,
                                         csess,
