@@ -5,7 +5,10 @@
 //! A test starts a [`MockServer`], connects a client to [`MockServer::ws_url`],
 //! and scripts what the "browser" does: reply to a method (optionally on one
 //! session), reply late, never reply, reply with a CDP error, push events,
-//! send garbage, drop the socket. Every request the client sent is recorded
+//! send garbage, drop the socket. What goes to one client (pushed events, raw
+//! frames, replies) leaves in the order it was scheduled: an event pushed
+//! before a request is answered arrives before that reply, as from a browser
+//! (late replies, `Action::ReplyAfter`, join the queue when due). Every request the client sent is recorded
 //! in order. Methods with no rule get `{}` (so `Page.enable` and friends need
 //! no script), unless [`MockServer::strict`] is on.
 //!
@@ -471,8 +474,10 @@ async fn serve(
                     if let Some(s) = &req.session_id { m["sessionId"] = Value::String(s.clone()); }
                     m.to_string()
                 };
+                // Replies go through the same FIFO as pushed events, so an event
+                // pushed before a request is answered reaches the client first.
                 match action {
-                    Action::Reply(r) => { if sink.send(Message::Text(reply(r).into())).await.is_err() { break; } }
+                    Action::Reply(r) => { let _ = tx.send(Outgoing::Text(reply(r))); }
                     Action::ReplyAfter(d, r) => {
                         let tx = tx.clone();
                         let text = reply(r);
@@ -481,16 +486,16 @@ async fn serve(
                     Action::Error { code, message } => {
                         let mut m = json!({"id": req.id, "error": {"code": code, "message": message}});
                         if let Some(s) = &req.session_id { m["sessionId"] = Value::String(s.clone()); }
-                        if sink.send(Message::Text(m.to_string().into())).await.is_err() { break; }
+                        let _ = tx.send(Outgoing::Text(m.to_string()));
                     }
                     Action::Never => {}
                     Action::EventsThenReply(events, r) => {
                         for (method, params, sid) in events {
                             let mut m = json!({"method": method, "params": params});
                             if let Some(s) = sid { m["sessionId"] = Value::String(s); }
-                            if sink.send(Message::Text(m.to_string().into())).await.is_err() { return; }
+                            let _ = tx.send(Outgoing::Text(m.to_string()));
                         }
-                        if sink.send(Message::Text(reply(r).into())).await.is_err() { break; }
+                        let _ = tx.send(Outgoing::Text(reply(r)));
                     }
                     Action::DropSocket => break,
                 }

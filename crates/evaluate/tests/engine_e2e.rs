@@ -548,6 +548,11 @@ async fn no_script_runs_twice_over_a_hundred_evaluations() {
             _ => ("window.runs++", 5000),
         };
         let r = eval(&engine, src, budget_ms).await;
+        if let Err(e) = &r {
+            if !matches!(e.code(), "timeout" | "js_exception") {
+                println!("evaluation {i} ({src}): {e:?}");
+            }
+        }
         *codes
             .entry(r.as_ref().map(|_| "ok").unwrap_or_else(|e| e.code()))
             .or_default() += 1;

@@ -53,6 +53,6 @@ pub use error::{Error, Result};
 pub use registry::Registry;
 pub use supervisor::{DialogEvent, FrameContext, Route, Supervisor, HANDLE_DIALOG};
 pub use view::{
-    ClosedBy, ClosedDialog, ConsoleError, FrameTreeView, FrameView, PendingDialog, PopupView,
+    ClosedBy, ClosedDialog, ConsoleError, DialogPath, FrameTreeView, FrameView, PendingDialog, PopupView,
     SupervisorView, CONSOLE_ERRORS_CAP, FRAME_CHILDREN_CAP, MAX_OOPIF_DEPTH, RECENT_DIALOGS_CAP,
 };

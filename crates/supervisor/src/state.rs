@@ -2,12 +2,20 @@
 //!
 //! Nothing here awaits; the event loop applies events and spawns the effects.
 
-use crate::config::DialogPolicy;
+use crate::config::{BridgeMode, DialogPolicy};
 use crate::view::*;
+use bridge_script::{Bridge, DialogRequest, Paused, MAX_PENDING_DIALOGS};
 use cdp_transport::{Connection, Event, ExecutionContextId, FrameId, Session, SessionId, TargetId};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::{debug, info, warn};
+
+/// `bridge: auto` switches the bridge on when a native dialog is closed by
+/// someone else (not our answer) within this long of opening: a proxy is
+/// dismissing dialogs (a hosted browser's closes them in ~10 ms; a human or a
+/// second client takes far longer).
+pub(crate) const AUTO_BRIDGE_WINDOW: Duration = Duration::from_millis(100);
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -53,8 +61,15 @@ struct Frame {
 #[derive(Debug, Clone)]
 pub(crate) struct Dialog {
     pub view: PendingDialog,
+    /// The session the answer is sent on (page/popup for native dialogs, the
+    /// pausing session for bridge dialogs).
     pub session: Session,
+    /// The page or popup session whose tree raised it.
+    pub root: SessionId,
     pub answering: Option<ClosedBy>,
+    pub opened: Instant,
+    /// `Fetch.RequestId` of a bridge dialog (valid on `session`, this connection only).
+    pub bridge_request: Option<String>,
 }
 
 /// Work the event loop spawns after applying an event.
@@ -80,6 +95,16 @@ pub(crate) enum Effect {
     Watchdog { dialog_id: String, after: Duration },
     /// The page session is gone.
     PageGone { reason: String, reconnect: bool },
+    /// Send one call and forget its reply (answers to paused bridge requests
+    /// that need no decision: preflight, forged, not ours, over the cap).
+    Send {
+        session: Session,
+        method: &'static str,
+        params: Value,
+    },
+    /// `bridge: auto` switched on: install the bridge on these live sessions
+    /// (including into their loaded documents).
+    InstallBridge { sessions: Vec<Session> },
 }
 
 pub(crate) struct State {
@@ -105,6 +130,14 @@ pub(crate) struct State {
     /// Close events still to come for dialogs already retired on our answer's reply.
     pub swallow_close: HashMap<SessionId, u32>,
     console: VecDeque<ConsoleError>,
+    pub bridge: Bridge,
+    pub bridge_mode: BridgeMode,
+    /// Whether sessions get the bridge (mode `on`, or `auto` once switched on).
+    /// Survives reconnects.
+    pub bridge_on: bool,
+    /// The bridge is installed on the current page session.
+    pub bridge_active: bool,
+    bridge_refused: u64,
 }
 
 impl State {
@@ -114,6 +147,8 @@ impl State {
         target_id: TargetId,
         policy: DialogPolicy,
         dialog_timeout: Duration,
+        bridge_mode: BridgeMode,
+        bridge: Bridge,
     ) -> Self {
         let page_sid = page.id().cloned().unwrap_or_else(|| SessionId::new(""));
         let mut s = Self {
@@ -138,6 +173,11 @@ impl State {
             next_dialog: 1,
             swallow_close: HashMap::new(),
             console: VecDeque::new(),
+            bridge,
+            bridge_mode,
+            bridge_on: bridge_mode == BridgeMode::On,
+            bridge_active: false,
+            bridge_refused: 0,
         };
         s.insert_page_session();
         s
@@ -170,6 +210,7 @@ impl State {
         self.contexts.clear();
         self.popup_requests.clear();
         self.swallow_close.clear();
+        self.bridge_active = false;
         self.insert_page_session();
         self.active = true;
         self.reason = None;
@@ -188,7 +229,7 @@ impl State {
     fn retire_all(&mut self, root: Option<&SessionId>) {
         let (gone, keep): (Vec<Dialog>, Vec<Dialog>) = std::mem::take(&mut self.pending)
             .into_iter()
-            .partition(|d| root.is_none_or(|r| d.session.id() == Some(r)));
+            .partition(|d| root.is_none_or(|r| &d.root == r));
         self.pending = keep;
         for d in gone {
             self.push_recent(d.view, ClosedBy::Remote, None, None);
@@ -354,6 +395,11 @@ impl State {
                     self.on_dialog_opening(p, i, &mut fx);
                 }
             }
+            bridge_script::REQUEST_PAUSED_EVENT => {
+                if let Some(i) = &info {
+                    self.on_request_paused(p, i, &mut fx);
+                }
+            }
             "Page.javascriptDialogClosed" => {
                 if let Some(i) = &info {
                     let root = i.root.clone();
@@ -362,18 +408,35 @@ impl State {
                         *n -= 1;
                         return fx;
                     }
+                    // Bridge dialogs never get a native close event.
+                    let native = |d: &Dialog| d.root == root && d.bridge_request.is_none();
                     let pos = self
                         .pending
                         .iter()
-                        .position(|d| d.session.id() == Some(&root) && d.answering.is_some());
-                    let pos = pos.or_else(|| {
-                        self.pending
-                            .iter()
-                            .position(|d| d.session.id() == Some(&root))
-                    });
+                        .position(|d| native(d) && d.answering.is_some());
+                    let pos = pos.or_else(|| self.pending.iter().position(native));
                     if let Some(pos) = pos {
                         let d = self.pending.remove(pos);
                         let by = d.answering.unwrap_or(ClosedBy::Remote);
+                        if by == ClosedBy::Remote
+                            && self.bridge_mode == BridgeMode::Auto
+                            && !self.bridge_on
+                            && d.opened.elapsed() < AUTO_BRIDGE_WINDOW
+                        {
+                            info!(
+                                dialog_id = %d.view.id,
+                                after = ?d.opened.elapsed(),
+                                "a native dialog was closed by someone else at once (a dismissing proxy?): bridge auto switches on"
+                            );
+                            self.bridge_on = true;
+                            let sessions = self
+                                .sessions
+                                .values()
+                                .filter(|s| matches!(s.kind, Kind::Page | Kind::Popup | Kind::Iframe))
+                                .map(|s| s.session.clone())
+                                .collect();
+                            fx.push(Effect::InstallBridge { sessions });
+                        }
                         let accepted = p.get("result").and_then(Value::as_bool);
                         let input = p
                             .get("userInput")

@@ -18,7 +18,8 @@ pub const MAX_OOPIF_DEPTH: u8 = 2;
 pub enum ClosedBy {
     /// Answered through [`crate::Supervisor::respond`].
     Agent,
-    /// Answered by the `auto_dismiss` / `auto_accept` policy.
+    /// Answered by the `auto_dismiss` / `auto_accept` policy; also a bridge
+    /// dialog over `bridge_script::MAX_PENDING_DIALOGS`, dismissed at once.
     AutoPolicy,
     /// Dismissed by the `must_respond` watchdog.
     Watchdog,
@@ -37,6 +38,19 @@ impl ClosedBy {
             Self::Remote => "remote",
         }
     }
+}
+
+/// How a dialog reached the supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DialogPath {
+    /// A native dialog (`Page.javascriptDialogOpening`), answered with
+    /// `Page.handleJavaScriptDialog` on the top-level page or popup session.
+    #[default]
+    Native,
+    /// The dialog bridge (`Fetch.requestPaused` of the bridge host), answered
+    /// with `Fetch.fulfillRequest` on the session that paused it.
+    Bridge,
 }
 
 /// A dialog blocking a page's JS thread now.
@@ -58,13 +72,17 @@ pub struct PendingDialog {
     pub frame_id: Option<FrameId>,
     /// The target whose page session must answer (the tab or a popup).
     pub target_id: TargetId,
-    /// The session on which it is answered.
+    /// The session on which it is answered: the top-level page or popup
+    /// session for a native dialog; for a bridge dialog the session whose
+    /// `Fetch.requestPaused` it came from (an OOPIF's own session when raised inside one).
     pub session_id: Option<SessionId>,
     /// Wall clock when it opened, milliseconds since the Unix epoch.
     pub opened_at_ms: u64,
     /// The bridge request id when the dialog came through the dialog bridge; absent for native dialogs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bridge_request_id: Option<String>,
+    /// `native` or `bridge`: the path it came through (and is answered on).
+    pub opened_via: DialogPath,
 }
 
 /// A dialog that is no longer pending.
@@ -167,4 +185,10 @@ pub struct SupervisorView {
     pub console_errors: Vec<ConsoleError>,
     /// Popups opened by the tab and still open.
     pub popups: Vec<PopupView>,
+    /// True once the dialog bridge is installed on the page session of the
+    /// current connection (`bridge: on`, or `auto` after it switched on).
+    pub bridge_active: bool,
+    /// Requests to the bridge host refused with 403 because they lacked this
+    /// supervisor's token (a page forging dialogs); no dialog was created.
+    pub bridge_refused: u64,
 }
