@@ -8,8 +8,8 @@
 //! send garbage, drop the socket. What goes to one client (pushed events, raw
 //! frames, replies) leaves in the order it was scheduled: an event pushed
 //! before a request is answered arrives before that reply, as from a browser
-//! (late replies, `Action::ReplyAfter`, join the queue when due). Every request the client sent is recorded
-//! in order. Methods with no rule get `{}` (so `Page.enable` and friends need
+//! (late replies, `Action::ReplyAfter`, join the queue when due). Every
+//! request the client sent is recorded in order. Methods with no rule get `{}` (so `Page.enable` and friends need
 //! no script), unless [`MockServer::strict`] is on.
 //!
 //! Ids are the client's own; the mock adds none of its own except session ids

@@ -223,6 +223,57 @@ struct ProtoError {
     data: Option<Value>,
 }
 
+/// One incoming text message with its envelope decoded (the pure half of
+/// `Core::on_text`: no state, no I/O).
+#[derive(Debug)]
+enum Incoming {
+    /// A reply to call `id`: its `result` (`null` when absent) or the
+    /// protocol error's `(code, message[: data])`.
+    Reply {
+        id: u64,
+        outcome: std::result::Result<Value, (i64, String)>,
+    },
+    /// An event; `params` stays raw.
+    Event(Event),
+    /// Not a CDP message; logged and skipped.
+    Malformed { reason: String },
+}
+
+/// Decodes the envelope of one incoming text message.
+fn decode_envelope(text: &str) -> Incoming {
+    let env: Envelope = match serde_json::from_str(text) {
+        Ok(e) => e,
+        Err(e) => {
+            return Incoming::Malformed {
+                reason: e.to_string(),
+            }
+        }
+    };
+    if let Some(id) = env.id {
+        let outcome = match env.error {
+            Some(err) => {
+                let mut message = err.message;
+                if let Some(Value::String(d)) = err.data {
+                    message = format!("{message}: {d}");
+                }
+                Err((err.code, message))
+            }
+            None => Ok(env.result.unwrap_or(Value::Null)),
+        };
+        return Incoming::Reply { id, outcome };
+    }
+    let Some(method) = env.method else {
+        return Incoming::Malformed {
+            reason: "neither id nor method".into(),
+        };
+    };
+    Incoming::Event(Event {
+        method,
+        session_id: env.session_id.map(SessionId::new),
+        params: env.params.unwrap_or(Value::Null),
+    })
+}
+
 const CRASH_EXEMPT: [&str; 4] = [
     "Page.navigate",
     "Page.reload",
@@ -913,53 +964,30 @@ impl Core {
     }
 
     fn on_text(self: &Arc<Self>, conn_weak: &ConnWeak, text: &str) {
-        let env: Envelope = match serde_json::from_str(text) {
-            Ok(e) => e,
-            Err(e) => {
-                warn!(error = %e, len = text.len(), "skipping malformed CDP message");
+        let ev = match decode_envelope(text) {
+            Incoming::Malformed { reason } => {
+                warn!(error = %reason, len = text.len(), "skipping malformed CDP message");
                 return;
             }
-        };
-        if let Some(id) = env.id {
-            let p = self.lock().pending.remove(&id);
-            let Some(p) = p else {
-                debug!(id, "reply for a caller that went away");
-                return;
-            };
-            let r = match env.error {
-                Some(err) => {
-                    let mut message = err.message;
-                    if let Some(Value::String(d)) = err.data {
-                        message = format!("{message}: {d}");
-                    }
-                    Err(Error::Protocol {
-                        method: p.method.clone(),
-                        code: err.code,
-                        message,
-                    })
+            Incoming::Reply { id, outcome } => {
+                let p = self.lock().pending.remove(&id);
+                let Some(p) = p else {
+                    debug!(id, "reply for a caller that went away");
+                    return;
+                };
+                let r = outcome.map_err(|(code, message)| Error::Protocol {
+                    method: p.method.clone(),
+                    code,
+                    message,
+                });
+                if r.is_ok() && (p.method == "Page.navigate" || p.method == "Page.reload") {
+                    self.mark_crashed(p.session.as_ref(), None, false);
                 }
-                None => Ok(env.result.unwrap_or(Value::Null)),
-            };
-            if r.is_ok() && (p.method == "Page.navigate" || p.method == "Page.reload") {
-                self.mark_crashed(p.session.as_ref(), None, false);
+                let _ = p.tx.send(r);
+                return;
             }
-            let _ = p.tx.send(r);
-            return;
-        }
-        let Some(method) = env.method else {
-            warn!(
-                len = text.len(),
-                "skipping CDP message with neither id nor method"
-            );
-            return;
+            Incoming::Event(ev) => Arc::new(ev),
         };
-        let session_id = env.session_id.map(SessionId::new);
-        let params = env.params.unwrap_or(Value::Null);
-        let ev = Arc::new(Event {
-            method,
-            session_id,
-            params,
-        });
         self.route_special(conn_weak, &ev);
         let st = self.lock();
         let target = match &ev.session_id {
