@@ -366,6 +366,10 @@ struct Inner {
     config: EngineConfig,
     warm: Mutex<HashMap<TargetId, Arc<Warm>>>,
     attach_lock: tokio::sync::Mutex<()>,
+    /// True while a `Runtime.terminateExecution` that found nothing running
+    /// may still be pending in the renderer ("terminate the current or the
+    /// NEXT execution", C17): a probe evaluate absorbs it before new work starts.
+    absorbing: watch::Sender<bool>,
     m: Counters,
 }
 
@@ -405,6 +409,7 @@ impl Engine {
                 config,
                 warm: Mutex::new(HashMap::new()),
                 attach_lock: tokio::sync::Mutex::new(()),
+                absorbing: watch::channel(false).0,
                 m: Counters::default(),
             }),
         }
@@ -603,6 +608,7 @@ impl Engine {
         budget: &Budget,
         start: Instant,
     ) -> Result<EvalOutcome> {
+        self.wait_absorbed(budget, start).await?;
         let page_target = self.inner.page_target.clone();
         let page = self.warm_session(&page_target, budget, start).await?;
         let (warm, frame_id) = self.route(&page, &req.target, budget, start).await?;
@@ -714,23 +720,23 @@ impl Engine {
             match tokio::time::timeout(grace, work).await {
                 Ok(Ok(v)) if why == Stop::Deadline => {
                     // It finished inside the grace: hand the value over after all.
-                    self.retire(warm);
+                    self.retire_absorbing(warm);
                     return Ok(v);
                 }
                 Ok(Err(Error::Timeout {
                     kind: TimeoutKind::Promise,
                     ..
                 })) if why == Stop::Deadline => {
-                    self.retire(warm);
+                    self.retire_absorbing(warm);
                     return Err(timeout_err(TimeoutKind::Promise, budget, start, false));
                 }
                 Ok(_) => terminated = true,
-                Err(_) => warn!(
-                    grace_ms = grace.as_millis() as u64,
-                    "script still running after Runtime.terminateExecution"
+                Err(_) => debug!(
+                    grace_ms = duration_ms(grace),
+                    "call still pending after Runtime.terminateExecution"
                 ),
             }
-            self.retire(warm);
+            self.retire_absorbing(warm);
         }
         match why {
             Stop::Deadline => Err(timeout_err(
@@ -752,8 +758,11 @@ impl Engine {
         }
     }
 
-    /// Forgets `warm` and detaches its session in the background.
-    fn retire(&self, warm: &Arc<Warm>) {
+    /// Forgets `warm` and detaches its session in the background, after
+    /// absorbing a termination that found nothing running (a pending promise, or a renderer blocked outside JS)
+    /// with a trivial probe evaluate on the old session, so that it cannot
+    /// end the next script instead (C17). New evaluates wait for this.
+    fn retire_absorbing(&self, warm: &Arc<Warm>) {
         {
             let mut map = lock(&self.inner.warm);
             if map
@@ -764,12 +773,38 @@ impl Engine {
             }
         }
         bump(&self.inner.m.detaches);
+        self.inner.absorbing.send_replace(true);
         let s = warm.session.clone();
+        let inner = self.inner.clone();
         tokio::spawn(async move {
+            let probe = s
+                .call(
+                    RUNTIME_EVALUATE,
+                    json!({"expression": "0"}),
+                    Duration::from_millis(500),
+                )
+                .await;
+            debug!(
+                ok = probe.is_ok(),
+                "termination absorbed by a probe evaluate"
+            );
+            inner.absorbing.send_replace(false);
             if let Err(e) = s.detach(CLEANUP_BUDGET).await {
                 debug!(error = %e, "Target.detachFromTarget");
             }
         });
+    }
+
+    /// Waits (under the budget) until no stray termination may be pending.
+    async fn wait_absorbed(&self, budget: &Budget, start: Instant) -> Result<()> {
+        let mut rx = self.inner.absorbing.subscribe();
+        tokio::select! {
+            r = rx.wait_for(|busy| !*busy) => { let _ = r; Ok(()) }
+            _ = budget.cancel_token().cancelled() => Err(cancelled_setup(budget, start)),
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(budget.deadline())) => {
+                Err(timeout_err(TimeoutKind::Setup, budget, start, false))
+            }
+        }
     }
 
     /// The warm session on `target`, attaching (and enabling Runtime/Page) if needed.
