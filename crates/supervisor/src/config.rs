@@ -39,8 +39,14 @@ impl FromStr for DialogPolicy {
 
 /// Whether the dialog bridge (issue 4, `bridge-script`) is installed on each session.
 ///
-/// The supervisor accepts and stores the mode; installing the bridge is a
-/// seam in the per-session setup that the bridge integration fills in.
+/// When on, every page, popup and OOPIF session gets `Fetch.enable` with the
+/// bridge host's patterns only and the bridge script
+/// (`Page.addScriptToEvaluateOnNewDocument{runImmediately}`, plus a
+/// `Runtime.evaluate` into documents already loaded) before it is resumed;
+/// `alert`/`confirm`/`prompt` then arrive as bridge dialogs
+/// ([`crate::DialogPath::Bridge`]) that no proxy can close. Native dialogs
+/// (CSP or permissions policy blocking the bridge, `beforeunload`) keep
+/// working as the backstop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BridgeMode {
@@ -49,7 +55,10 @@ pub enum BridgeMode {
     Off,
     /// Install the bridge on every session.
     On,
-    /// Install it once dialogs are seen closing by themselves shortly after opening.
+    /// Off until a native dialog is closed by someone else (not an answer of
+    /// ours) within [`SupervisorConfig::auto_bridge_window`] of opening (a
+    /// proxy is dismissing dialogs); then on for every current and later
+    /// session, for the supervisor's lifetime (also after reconnects).
     Auto,
 }
 
@@ -132,6 +141,11 @@ pub struct SupervisorConfig {
     pub dialog_timeout: Duration,
     /// Dialog bridge mode. Default [`BridgeMode::Off`].
     pub bridge: BridgeMode,
+    /// [`BridgeMode::Auto`]: a native dialog closed by someone else within
+    /// this long of opening (as the supervisor saw the two events) switches
+    /// the bridge on. Default 100 ms (a hosted browser's proxy closes dialogs
+    /// in ~10 ms; a person takes far longer).
+    pub auto_bridge_window: Duration,
     /// Bound on setting up one paused target before it is resumed anyway
     /// (`Runtime.runIfWaitingForDebugger` is sent even when setup fails). Default 3 s.
     pub setup_timeout: Duration,
@@ -149,6 +163,7 @@ impl Default for SupervisorConfig {
             policy: DialogPolicy::MustRespond,
             dialog_timeout: Duration::from_secs(300),
             bridge: BridgeMode::Off,
+            auto_bridge_window: Duration::from_millis(100),
             setup_timeout: Duration::from_secs(3),
             attach_timeout: Duration::from_secs(10),
             reconnect: ReconnectPolicy::default(),
@@ -179,6 +194,11 @@ impl SupervisorConfig {
     /// Sets [`SupervisorConfig::bridge`].
     pub fn bridge(mut self, b: BridgeMode) -> Self {
         self.bridge = b;
+        self
+    }
+    /// Sets [`SupervisorConfig::auto_bridge_window`].
+    pub fn auto_bridge_window(mut self, d: Duration) -> Self {
+        self.auto_bridge_window = d;
         self
     }
     /// Sets [`SupervisorConfig::reconnect`].

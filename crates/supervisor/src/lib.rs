@@ -15,11 +15,21 @@
 //!   `arc-swap`: [`Supervisor::snapshot`] never waits for the loop, so a tool
 //!   can report `dialog_pending` while the page's JS thread is frozen.
 //! * Auto-attach is recursive and paused (`waitForDebuggerOnStart: true`):
-//!   each child is set up (domains, the dialog bridge seam) and then resumed
+//!   each child is set up (domains, the dialog bridge) and then resumed
 //!   with `Runtime.runIfWaitingForDebugger`, even when setup fails, within
 //!   [`SupervisorConfig::setup_timeout`] plus a short resume bound.
 //! * Dialogs are answered on the top-level page (or popup) session, also
 //!   those raised inside an OOPIF (Chromium rejects the OOPIF session).
+//! * The dialog bridge ([`BridgeMode`], crate `bridge-script`) for hosted
+//!   browsers whose proxy closes native dialogs: when on, every page, popup
+//!   and OOPIF session gets `Fetch.enable` with the bridge host's patterns
+//!   only and the bridge script before it resumes; a paused bridge request
+//!   becomes a pending dialog with [`DialogPath::Bridge`], answered by
+//!   [`Supervisor::respond`] with `Fetch.fulfillRequest` on the session that
+//!   paused it. Forged requests get 403, at most
+//!   `bridge_script::MAX_PENDING_DIALOGS` bridge dialogs are pending (more are
+//!   dismissed at once), and native dialogs stay the backstop. `auto` turns
+//!   it on when a native dialog is closed by someone else at once.
 //! * A crash, a detach or a closed socket shows as `active: false` with a
 //!   reason; pending dialogs are retired as `remote`; a lost socket or a
 //!   detached page session is recovered with backoff and a bounded number of
@@ -53,6 +63,7 @@ pub use error::{Error, Result};
 pub use registry::Registry;
 pub use supervisor::{DialogEvent, FrameContext, Route, Supervisor, HANDLE_DIALOG};
 pub use view::{
-    ClosedBy, ClosedDialog, ConsoleError, DialogPath, FrameTreeView, FrameView, PendingDialog, PopupView,
-    SupervisorView, CONSOLE_ERRORS_CAP, FRAME_CHILDREN_CAP, MAX_OOPIF_DEPTH, RECENT_DIALOGS_CAP,
+    ClosedBy, ClosedDialog, ConsoleError, DialogPath, FrameTreeView, FrameView, PendingDialog,
+    PopupView, SupervisorView, CONSOLE_ERRORS_CAP, FRAME_CHILDREN_CAP, MAX_OOPIF_DEPTH,
+    RECENT_DIALOGS_CAP,
 };

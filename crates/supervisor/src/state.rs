@@ -11,12 +11,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 
-/// `bridge: auto` switches the bridge on when a native dialog is closed by
-/// someone else (not our answer) within this long of opening: a proxy is
-/// dismissing dialogs (a hosted browser's closes them in ~10 ms; a human or a
-/// second client takes far longer).
-pub(crate) const AUTO_BRIDGE_WINDOW: Duration = Duration::from_millis(100);
-
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -132,6 +126,7 @@ pub(crate) struct State {
     console: VecDeque<ConsoleError>,
     pub bridge: Bridge,
     pub bridge_mode: BridgeMode,
+    pub auto_bridge_window: Duration,
     /// Whether sessions get the bridge (mode `on`, or `auto` once switched on).
     /// Survives reconnects.
     pub bridge_on: bool,
@@ -175,6 +170,7 @@ impl State {
             console: VecDeque::new(),
             bridge,
             bridge_mode,
+            auto_bridge_window: Duration::from_millis(100),
             bridge_on: bridge_mode == BridgeMode::On,
             bridge_active: false,
             bridge_refused: 0,
@@ -421,7 +417,7 @@ impl State {
                         if by == ClosedBy::Remote
                             && self.bridge_mode == BridgeMode::Auto
                             && !self.bridge_on
-                            && d.opened.elapsed() < AUTO_BRIDGE_WINDOW
+                            && d.opened.elapsed() < self.auto_bridge_window
                         {
                             info!(
                                 dialog_id = %d.view.id,
@@ -432,7 +428,9 @@ impl State {
                             let sessions = self
                                 .sessions
                                 .values()
-                                .filter(|s| matches!(s.kind, Kind::Page | Kind::Popup | Kind::Iframe))
+                                .filter(|s| {
+                                    matches!(s.kind, Kind::Page | Kind::Popup | Kind::Iframe)
+                                })
                                 .map(|s| s.session.clone())
                                 .collect();
                             fx.push(Effect::InstallBridge { sessions });
@@ -677,6 +675,7 @@ impl State {
             }
             Kind::Other => self.drop_session(sid),
         }
+        self.retire_paused_on(sid);
     }
 
     fn drop_session(&mut self, sid: &SessionId) {
@@ -819,12 +818,21 @@ impl State {
             session_id: root.session.id().cloned(),
             opened_at_ms: now_ms(),
             bridge_request_id: None,
+            opened_via: DialogPath::Native,
         };
         self.pending.push(Dialog {
             view,
             session: root.session.clone(),
+            root: i.root.clone(),
             answering: None,
+            opened: Instant::now(),
+            bridge_request: None,
         });
+        self.policy_effect(id, default_prompt, fx);
+    }
+
+    /// The effect the dialog policy asks for on a new pending dialog.
+    fn policy_effect(&self, id: String, default_prompt: Option<String>, fx: &mut Vec<Effect>) {
         match self.policy {
             DialogPolicy::MustRespond => fx.push(Effect::Watchdog {
                 dialog_id: id,
@@ -842,6 +850,111 @@ impl State {
                 prompt: default_prompt,
                 by: ClosedBy::AutoPolicy,
             }),
+        }
+    }
+
+    /// `Fetch.requestPaused` on one of our sessions: Fetch is enabled only
+    /// with the bridge patterns, so this is the bridge (or a forgery of it).
+    fn on_request_paused(&mut self, p: &Value, i: &SessionInfo, fx: &mut Vec<Effect>) {
+        let send = |method, params| Effect::Send {
+            session: i.session.clone(),
+            method,
+            params,
+        };
+        match self.bridge.parse_paused(p) {
+            Err(e) => {
+                // Without a request id nothing can be answered; with one, let it go on.
+                warn!(session = ?i.session.id(), error = %e, "malformed Fetch.requestPaused");
+                if let Some(rid) = p.get("requestId").and_then(Value::as_str) {
+                    fx.push(send(
+                        bridge_script::CONTINUE_METHOD,
+                        bridge_script::continue_params(rid),
+                    ));
+                }
+            }
+            Ok(Paused::Dialog(d)) => self.on_bridge_dialog(d, i, fx),
+            Ok(Paused::Preflight { request_id }) => fx.push(send(
+                bridge_script::FULFILL_METHOD,
+                self.bridge.fulfill_preflight(&request_id),
+            )),
+            Ok(Paused::Forged { request_id }) => {
+                self.bridge_refused += 1;
+                debug!(session = ?i.session.id(), "bridge request without our token: 403, no dialog");
+                fx.push(send(
+                    bridge_script::FULFILL_METHOD,
+                    self.bridge.fulfill_forbidden(&request_id),
+                ));
+            }
+            Ok(other) => fx.push(send(
+                bridge_script::CONTINUE_METHOD,
+                bridge_script::continue_params(other.request_id()),
+            )),
+        }
+    }
+
+    fn on_bridge_dialog(&mut self, d: DialogRequest, i: &SessionInfo, fx: &mut Vec<Effect>) {
+        let Some(root) = self.sessions.get(&i.root).cloned() else {
+            return;
+        };
+        let id = format!("d-{}", self.next_dialog);
+        self.next_dialog += 1;
+        let frame_id = d.frame_id.as_deref().map(FrameId::new);
+        let url = frame_id
+            .as_ref()
+            .and_then(|f| self.frames.get(f))
+            .map(|f| f.url.clone())
+            .unwrap_or_else(|| i.url.clone());
+        let view = PendingDialog {
+            id: id.clone(),
+            kind: d.kind.as_str().to_string(),
+            message: d.message,
+            default_prompt: d.default_prompt.clone(),
+            url,
+            frame_id,
+            target_id: root.target_id.clone(),
+            session_id: i.session.id().cloned(),
+            opened_at_ms: now_ms(),
+            bridge_request_id: Some(d.request_id.clone()),
+            opened_via: DialogPath::Bridge,
+        };
+        let bridged = self
+            .pending
+            .iter()
+            .filter(|p| p.bridge_request.is_some())
+            .count();
+        if bridged >= MAX_PENDING_DIALOGS {
+            warn!(
+                dialog_id = %id,
+                cap = MAX_PENDING_DIALOGS,
+                "too many pending bridge dialogs: dismissed at once"
+            );
+            fx.push(Effect::Send {
+                session: i.session.clone(),
+                method: bridge_script::FULFILL_METHOD,
+                params: self.bridge.fulfill_answer(&d.request_id, false, None),
+            });
+            self.push_recent(view, ClosedBy::AutoPolicy, Some(false), None);
+            return;
+        }
+        self.pending.push(Dialog {
+            view,
+            session: i.session.clone(),
+            root: i.root.clone(),
+            answering: None,
+            opened: Instant::now(),
+            bridge_request: Some(d.request_id),
+        });
+        self.policy_effect(id, d.default_prompt, fx);
+    }
+
+    /// Retires bridge dialogs paused on `sid` (its session is gone, so is the request).
+    fn retire_paused_on(&mut self, sid: &SessionId) {
+        let (gone, keep): (Vec<Dialog>, Vec<Dialog>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|d| d.bridge_request.is_some() && d.session.id() == Some(sid));
+        self.pending = keep;
+        for d in gone {
+            self.push_recent(d.view, ClosedBy::Remote, None, None);
         }
     }
 
@@ -941,6 +1054,8 @@ impl State {
             },
             console_errors: self.console.iter().cloned().collect(),
             popups,
+            bridge_active: self.bridge_active,
+            bridge_refused: self.bridge_refused,
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::state::{Effect, Kind, State};
 use crate::view::{ClosedBy, ClosedDialog, PendingDialog, SupervisorView};
 use arc_swap::ArcSwap;
+use bridge_script::Bridge;
 use cdp_transport::{
     Budget, Connection, EventStream, ExecutionContextId, FrameId, RecvError, Session, TargetId,
 };
@@ -201,13 +202,16 @@ impl Supervisor {
             .attach(&target_id, config.attach_timeout)
             .await
             .map_err(|e| Error::cdp(format!("attaching to target {target_id}"), e))?;
-        let state = State::new(
+        let mut state = State::new(
             conn.clone(),
             page.clone(),
             target_id.clone(),
             config.policy,
             config.dialog_timeout,
+            config.bridge,
+            Bridge::new(),
         );
+        state.auto_bridge_window = config.auto_bridge_window;
         let view = Arc::new(state.view());
         let (view_tx, _) = watch::channel(view.clone());
         let shutdown = CancellationToken::new();
@@ -258,7 +262,8 @@ impl Supervisor {
         &self.shared.target_id
     }
 
-    /// The dialog bridge mode this supervisor was configured with.
+    /// The dialog bridge mode this supervisor was configured with (whether
+    /// `auto` has switched on shows as [`SupervisorView::bridge_active`]).
     pub fn bridge_mode(&self) -> BridgeMode {
         self.shared.config.bridge
     }
@@ -320,9 +325,11 @@ impl Supervisor {
             })
     }
 
-    /// Answers a pending dialog with `Page.handleJavaScriptDialog` on the
-    /// session where it must be answered (the top-level page or popup session,
-    /// also for dialogs raised inside an OOPIF).
+    /// Answers a pending dialog on the session where it must be answered: a
+    /// native one with `Page.handleJavaScriptDialog` on the top-level page or
+    /// popup session (also for dialogs raised inside an OOPIF); a bridge one
+    /// ([`crate::DialogPath::Bridge`]) with `Fetch.fulfillRequest` on the
+    /// session that paused its request (so `prompt()` returns `prompt_text`).
     ///
     /// `prompt_text` is what `prompt()` returns on accept. `dialog_id` picks a
     /// dialog; it may be omitted when exactly one is pending.
@@ -331,8 +338,9 @@ impl Supervisor {
     /// [`Error::NoDialog`] (nothing pending), [`Error::UnknownDialog`] (not
     /// pending; names the pending ids and how it was closed),
     /// [`Error::AmbiguousDialog`] (several pending, no id; lists them),
-    /// [`Error::Answer`] (the CDP call failed; a "No dialog is showing" reply
-    /// retires the dialog as `remote`).
+    /// [`Error::Answer`] (the CDP call failed; a protocol error such as "No
+    /// dialog is showing" or an unknown interception id retires the dialog as
+    /// `remote`).
     ///
     /// # Cancel safety
     /// Not cancel safe: the answer may have been sent; the view stays
@@ -483,7 +491,13 @@ async fn setup_page(shared: &Arc<Shared>, conn: &Connection, page: &Session) -> 
             .await
             .map_err(|e| Error::cdp(format!("{m} on the page session"), e))?;
     }
-    install_bridge(shared, page).await;
+    if install_bridge(shared, page, true).await {
+        let mut st = shared.lock();
+        if st.page.id() == page.id() {
+            st.bridge_active = true;
+            shared.commit(&st);
+        }
+    }
     conn.browser()
         .call(
             "Target.setDiscoverTargets",
@@ -514,15 +528,42 @@ async fn load_frame_tree(shared: &Arc<Shared>, session: &Session) {
     }
 }
 
-/// The seam for the dialog bridge (issue 4): installed on every page, popup
-/// and OOPIF session before it is resumed. With [`BridgeMode::Off`] it does nothing.
-async fn install_bridge(shared: &Arc<Shared>, session: &Session) {
-    match shared.config.bridge {
-        BridgeMode::Off => {}
-        BridgeMode::On | BridgeMode::Auto => {
-            debug!(session = ?session.id(), "dialog bridge requested but not integrated yet; native dialogs only");
+/// Installs the dialog bridge (issue 4) on one page, popup or OOPIF session
+/// when it is on for this supervisor (`bridge: on`, or `auto` once switched
+/// on): `Fetch.enable` with the bridge patterns only (first, so the script's
+/// first request already pauses), `Page.addScriptToEvaluateOnNewDocument`
+/// with `runImmediately`, and with `evaluate` a `Runtime.evaluate` of the
+/// script into the document already loaded (idempotent: it installs once per
+/// window). Failures are logged: native dialogs stay the backstop.
+///
+/// Returns whether every step succeeded.
+async fn install_bridge(shared: &Arc<Shared>, session: &Session, evaluate: bool) -> bool {
+    let bridge = {
+        let st = shared.lock();
+        if !st.bridge_on {
+            return false;
+        }
+        st.bridge.clone()
+    };
+    let b = shared.budget(shared.config.setup_timeout);
+    let mut steps = vec![
+        (
+            bridge_script::FETCH_ENABLE_METHOD,
+            bridge.fetch_enable_params(),
+        ),
+        (bridge_script::ADD_SCRIPT_METHOD, bridge.add_script_params()),
+    ];
+    if evaluate {
+        steps.push((bridge_script::EVALUATE_METHOD, bridge.evaluate_params()));
+    }
+    for (m, p) in steps {
+        if let Err(e) = session.call(m, p, b.clone()).await {
+            warn!(session = ?session.id(), method = m, error = %e, "installing the dialog bridge failed; native dialogs only on this session");
+            return false;
         }
     }
+    debug!(session = ?session.id(), evaluate, "dialog bridge installed");
+    true
 }
 
 /// Sets up one attached session and resumes it if it is paused; the resume is
@@ -557,7 +598,10 @@ async fn setup_child(shared: Arc<Shared>, session: Session, kind: Kind, paused: 
             }
         }
         if matches!(kind, Kind::Iframe | Kind::Popup) {
-            install_bridge(&shared, &session).await;
+            // A paused target has run no script yet: runImmediately covers its
+            // initial document. One that is already running (a popup attached
+            // after it opened) also gets the script evaluated into it.
+            install_bridge(&shared, &session, !paused).await;
         }
     }
     if paused {
@@ -581,7 +625,7 @@ async fn answer(
     by: ClosedBy,
     budget: Budget,
 ) -> Result<ClosedDialog> {
-    let (session, kind, default_prompt) = {
+    let (session, kind, default_prompt, bridge_request, bridge) = {
         let mut st = shared.lock();
         let pending: Vec<String> = st.pending.iter().map(|d| d.view.id.clone()).collect();
         let Some(d) = st.pending.iter_mut().find(|d| d.view.id == id) else {
@@ -598,27 +642,41 @@ async fn answer(
             });
         };
         d.answering = Some(by);
-        (
+        let out = (
             d.session.clone(),
             d.view.kind.clone(),
             d.view.default_prompt.clone(),
-        )
+            d.bridge_request.clone(),
+        );
+        (out.0, out.1, out.2, out.3, st.bridge.clone())
     };
-    let mut params = json!({"accept": accept});
-    if let Some(t) = &prompt {
-        params["promptText"] = Value::String(t.clone());
-    }
+    let r = match &bridge_request {
+        // A bridge dialog: fulfil the paused request on the session that paused it.
+        Some(rid) => {
+            let params = bridge.fulfill_answer(rid, accept, prompt.as_deref());
+            session
+                .call(bridge_script::FULFILL_METHOD, params, budget)
+                .await
+        }
+        None => {
+            let mut params = json!({"accept": accept});
+            if let Some(t) = &prompt {
+                params["promptText"] = Value::String(t.clone());
+            }
+            session.call(HANDLE_DIALOG, params, budget).await
+        }
+    };
     let user_input = if accept && kind == "prompt" {
         prompt.or(default_prompt)
     } else {
         None
     };
-    let r = session.call(HANDLE_DIALOG, params, budget).await;
     let mut st = shared.lock();
     let out = match r {
         Ok(_) => match st.close_dialog(id, by, Some(accept), user_input) {
             Some(rec) => {
-                if let Some(sid) = session.id() {
+                // A native answer is followed by a close event; a fulfilled request is not.
+                if let (None, Some(sid)) = (&bridge_request, session.id()) {
                     *st.swallow_close.entry(sid.clone()).or_default() += 1;
                 }
                 Ok(rec)
@@ -737,6 +795,34 @@ fn run_effects(shared: &Arc<Shared>, fx: Vec<Effect>) -> Option<(String, bool)> 
                 });
             }
             Effect::PageGone { reason, reconnect } => gone = Some((reason, reconnect)),
+            Effect::Send {
+                session,
+                method,
+                params,
+            } => {
+                let b = shared.budget(shared.config.setup_timeout);
+                shared.tracker.spawn(async move {
+                    if let Err(e) = session.call(method, params, b).await {
+                        debug!(session = ?session.id(), method, error = %e, "answering a paused request failed");
+                    }
+                });
+            }
+            Effect::InstallBridge { sessions } => {
+                // One task per session: a session whose renderer is busy does
+                // not hold back the others.
+                for session in sessions {
+                    let s = shared.clone();
+                    shared.tracker.spawn(async move {
+                        if install_bridge(&s, &session, true).await {
+                            let mut st = s.lock();
+                            if st.page.id() == session.id() {
+                                st.bridge_active = true;
+                                s.commit(&st);
+                            }
+                        }
+                    });
+                }
+            }
         }
     }
     gone
