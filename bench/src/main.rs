@@ -1,22 +1,25 @@
 //! `cargo xtask bench`: latency, size and memory, each as a ratio to a
 //! reference measured side by side in the same run (timings on a 2-core
 //! machine move by up to a third between runs; ratios within one run do not).
+//!
+//! Run it with `cargo xtask bench` (release build; `--quick` for CI-sized runs).
 
 use anyhow::{Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+mod rows;
 mod table;
-use table::{Row, Table};
+use table::Table;
 
 #[derive(Clone, Copy)]
-struct Mode {
-    quick: bool,
+pub(crate) struct Mode {
+    pub(crate) quick: bool,
 }
 
 impl Mode {
-    fn iters(&self, full: usize) -> usize {
+    pub(crate) fn iters(&self, full: usize) -> usize {
         if self.quick {
             (full / 10).max(5)
         } else {
@@ -37,7 +40,13 @@ async fn run(mode: Mode) -> Result<()> {
         .context("launching Chromium (cargo xtask setup installs it)")?;
     let ws = chrome.ws_url().to_string();
     let mut table = Table::new(mode.quick);
+    // Scale first: the process's RSS is then not inflated by earlier rows.
+    rows::scale(&ws, mode, &mut table).await?;
     eval_round_trip(&ws, mode, &mut table).await?;
+    rows::dialog_latency(&ws, mode, &mut table).await?;
+    rows::hung_scripts(&ws, mode, &mut table).await?;
+    rows::snapshots(&ws, mode, &mut table).await?;
+    rows::mcp_overhead(&ws, mode, &mut table).await?;
     table.print_and_save()?;
     Ok(())
 }
@@ -100,13 +109,19 @@ async fn eval_round_trip(ws: &str, mode: Mode, table: &mut Table) -> Result<()> 
     let h = tokio::spawn(async move { while handler.next().await.is_some() {} });
     let page = browser.new_page("about:blank").await?;
 
+    let engine = evaluate::Engine::new(conn.clone(), tid.clone(), evaluate::EngineConfig::default());
+    let tools = tool_surface::Tools::connect(ws, tool_surface::ToolsConfig::default()).await?;
+    let tool_args = json!({"expression": "1+1"});
     // Warm up each client.
     for _ in 0..20 {
         raw.eval_1_plus_1().await?;
         sess.call("Runtime.evaluate", json!({"expression": "1+1", "returnByValue": true}), Duration::from_secs(5)).await?;
         let _: i64 = page.evaluate("1+1").await?.into_value()?;
+        engine.evaluate(evaluate::EvalRequest::new("1+1"), &cdp_transport::Budget::new(Duration::from_secs(5))).await?;
+        tools.call("browser_evaluate", tool_args.clone()).await;
     }
     let (mut floor, mut ours, mut peer) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut eng, mut tool) = (Vec::new(), Vec::new());
     // Interleave the clients so that drift hits all of them alike.
     for _ in 0..n {
         let t0 = Instant::now();
@@ -120,9 +135,19 @@ async fn eval_round_trip(ws: &str, mode: Mode, table: &mut Table) -> Result<()> 
         let v: i64 = page.evaluate("1+1").await?.into_value()?;
         peer.push(t0.elapsed());
         anyhow::ensure!(v == 2);
+        let t0 = Instant::now();
+        let o = engine.evaluate(evaluate::EvalRequest::new("1+1"), &cdp_transport::Budget::new(Duration::from_secs(5))).await?;
+        eng.push(t0.elapsed());
+        anyhow::ensure!(o.value == json!(2), "engine: {:?}", o.value);
+        let t0 = Instant::now();
+        let r = tools.call("browser_evaluate", tool_args.clone()).await;
+        tool.push(t0.elapsed());
+        anyhow::ensure!(r.to_string().contains('2'), "tool: {r}");
     }
     table.timing("evaluate 1+1 warm", "raw WebSocket client (floor)", &floor, None, None);
     table.timing("evaluate 1+1 warm", "cdp-transport Session::call", &ours, Some(&floor), Some(1.15));
+    table.timing("evaluate 1+1 warm", "evaluate::Engine::evaluate", &eng, Some(&floor), Some(1.15));
+    table.timing("evaluate 1+1 warm", "browser_evaluate tool (in process)", &tool, Some(&floor), None);
     table.timing("evaluate 1+1 warm", "chromiumoxide 0.9 page.evaluate (peer)", &peer, Some(&floor), None);
     h.abort();
     Ok(())
