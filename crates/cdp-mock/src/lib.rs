@@ -25,6 +25,7 @@
 
 pub mod dismiss_proxy;
 pub mod fixtures;
+pub mod tcp_fault_proxy;
 pub use fixtures::FixtureServer;
 
 use futures_util::{SinkExt, StreamExt};
