@@ -42,6 +42,11 @@ pub enum ErrorCode {
     BrowserClosed,
     /// The evaluated script threw; `message` holds the exception text.
     ScriptError,
+    /// The frame's document was replaced (navigation) or its execution context
+    /// destroyed while the call ran; the script's outcome is unknown.
+    Navigated,
+    /// The ref's element exists but cannot be acted on (hidden, zero size).
+    NotInteractable,
     /// The browser rejected a `browser_cdp` call (CDP error object).
     CdpError,
     /// No such tool.
@@ -70,6 +75,8 @@ impl ErrorCode {
             Self::NavigationFailed => "navigation_failed",
             Self::BrowserClosed => "browser_closed",
             Self::ScriptError => "script_error",
+            Self::Navigated => "navigated",
+            Self::NotInteractable => "not_interactable",
             Self::CdpError => "cdp_error",
             Self::UnknownTool => "unknown_tool",
             Self::UnknownTab => "unknown_tab",

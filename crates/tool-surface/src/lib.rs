@@ -1,9 +1,13 @@
 //! # tool-surface
 //!
 //! The browser tools an AI agent calls, and every JSON shape it sees. The
-//! tools compose the [`supervisor`] (dialogs, frames, OOPIF sessions, console
-//! errors) and [`evaluate`] (budgeted evaluate, AX refs) over one
-//! [`cdp_transport::Connection`].
+//! tools compose the [`supervisor`] (dialogs, frames, OOPIF routing, popups,
+//! console errors) and [`evaluate`] (budgeted evaluate, AX refs and real
+//! input on refs) over one [`cdp_transport::Connection`]. Each tab is one
+//! `Supervisor` + one `Engine` + one `AxSnapshotter` with the `RefMap` of its
+//! latest snapshot. This crate keeps no browser state of its own and sends
+//! CDP itself only to route `browser_cdp`, and for the few commands no lower
+//! crate covers (`Page.navigate`, `Page.captureScreenshot`, tab targets).
 //!
 //! ## Design
 //!
@@ -44,8 +48,9 @@
 //! `stale_ref`, `unknown_ref`, `not_oopif`, `unknown_frame`,
 //! `evaluate_disabled`, `no_dialog`, `ambiguous_dialog` (with `candidates`),
 //! `target_crashed`, `invalid_argument` (with `field`), `navigation_failed`,
-//! `browser_closed`, `script_error`, `cdp_error`, `unknown_tool`,
-//! `unknown_tab`, `internal`. `next_step` (optional) says what to call next.
+//! `browser_closed`, `script_error`, `navigated`, `not_interactable`,
+//! `cdp_error`, `unknown_tool`, `unknown_tab`, `internal`. Errors of the
+//! lower crates are mapped by their `code()`. `next_step` (optional) says what to call next.
 //!
 //! ### Shared objects
 //!
@@ -70,17 +75,25 @@
 //! | `browser_console` | `{limit?}` | `{errors: [{kind, text, url?}], total}` |
 //! | `browser_tabs` | `{action?: "list"\|"new"\|"select"\|"close", tab_id?, url?}` | `{tabs: [{tab_id, url, title, current?}]}` |
 //!
-//! The `snapshot` text has one line per node, indented two spaces per level:
-//! `- role "name" [ref=eN]`. Content of a cross-site iframe is inlined under
-//! its `iframe` line. Refs are valid until the next navigation; a ref of an
-//! older document gives `stale_ref`, an unknown one `unknown_ref`.
+//! The `snapshot` text is the refs crate's text form
+//! ([`evaluate::refs`]): one line per node, indented two spaces per level,
+//! `- role "name" [states] [ref=eN] [nth=N]` (`: "text"` for folded text),
+//! capped at 48 KiB with a marker line. Content of every iframe (cross-site
+//! ones included) is inlined under its `Iframe` line. Refs stay valid across
+//! calls until the next `browser_snapshot` of the tab (each tab keeps its
+//! own); a ref whose document changed gives `stale_ref`, one not in the
+//! latest snapshot `unknown_ref`. Clicks, typing and keys are real input
+//! events (`Input.dispatchMouseEvent`, `Input.insertText`,
+//! `Input.dispatchKeyEvent`).
 //!
 //! `browser_evaluate` `value` is the result as JSON; values JSON cannot hold
 //! (`undefined`, `NaN`, `-0`, `Infinity`, BigInt) come as a string with
-//! `type` naming the JS type. A script still running at its deadline is
+//! `type` naming the JS type; DOM nodes, functions, maps, dates, cycles and
+//! the like come as the engine's tagged object (`{"$type": "node", …}`,
+//! see [`evaluate::engine`]). A script still running at its deadline is
 //! terminated (`Runtime.terminateExecution`) and the call fails with
-//! `timeout`; the tab stays usable. A dialog opened by the script ends the
-//! call with `dialog_pending`.
+//! `timeout` naming `timeout_ms`; the tab stays usable. A dialog opened by
+//! the script ends the call with `dialog_pending`.
 //!
 //! `browser_cdp` refuses script-running methods (`Runtime.evaluate`,
 //! `Runtime.callFunctionOn`, `Runtime.compileScript`, `Runtime.runScript`,

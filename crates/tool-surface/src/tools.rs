@@ -2,18 +2,23 @@
 
 use crate::catalog::{self, parse_args, ToolInfo};
 use crate::error::{Error, ErrorCode, Result, ToolError};
-use crate::tab::{map_transport, Raced, RefRec, Tab};
+use crate::tab::{evaluate_disabled, map_eval, map_supervisor, map_transport, Raced, Tab};
 use crate::types::*;
-use cdp_transport::{Budget, ConnectOptions, Connection, Session, TargetId};
+use cdp_transport::{Budget, ConnectOptions, Connection, TargetId};
+use evaluate::refs::{RenderOptions, SnapshotOptions};
+use evaluate::{EngineConfig, EngineMetrics, EvalRequest, EvalTarget};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use supervisor::{BridgeMode, DialogPolicy, SupervisorConfig};
 
-/// Largest serialized evaluate result kept, bytes; longer ones are cut with a marker.
+/// Size cap of an evaluate result (characters of serialized JSON, counted by
+/// the engine in the page); a longer value is cut with a `truncated` marker.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
-/// Largest AX text kept in a snapshot, bytes; longer text is cut with a marker line.
+/// Largest AX text kept in a snapshot, bytes; longer text is cut with a marker
+/// line, and the refs on cut lines leave the ref map.
 pub const MAX_SNAPSHOT_BYTES: usize = 48 * 1024;
 
 /// CDP methods that run page script; refused when evaluate is disabled.
@@ -85,35 +90,73 @@ impl ToolsConfig {
         self.new_tab = on;
         self
     }
-    fn validate(&self) -> Result<()> {
-        if !["must_respond", "auto_dismiss", "auto_accept"].contains(&self.dialog_policy.as_str()) {
-            return Err(Error::Config {
-                field: "dialog_policy".into(),
-                reason: format!(
-                    "{:?} is not one of must_respond, auto_dismiss, auto_accept",
-                    self.dialog_policy
-                ),
-            });
-        }
-        if !["off", "on", "auto"].contains(&self.bridge.as_str()) {
-            return Err(Error::Config {
-                field: "bridge".into(),
-                reason: format!("{:?} is not one of off, on, auto", self.bridge),
-            });
-        }
-        Ok(())
+    /// The supervisor's and the engine's configuration from these options.
+    fn lower(&self) -> Result<(SupervisorConfig, EngineConfig)> {
+        let policy: DialogPolicy = self.dialog_policy.parse().map_err(|e| Error::Config {
+            field: "dialog_policy".into(),
+            reason: format!("{e}"),
+        })?;
+        let bridge: BridgeMode = self.bridge.parse().map_err(|e| Error::Config {
+            field: "bridge".into(),
+            reason: format!("{e}"),
+        })?;
+        let sup = SupervisorConfig::default()
+            .policy(policy)
+            .dialog_timeout(self.dialog_timeout)
+            .bridge(bridge)
+            .connect_options(self.connect_options.clone());
+        let engine = EngineConfig::default()
+            .evaluate_enabled(self.evaluate_enabled)
+            .max_result_chars(MAX_RESULT_BYTES);
+        Ok((sup, engine))
     }
 }
 
-/// The agent tools over one browser connection and its current tab.
+/// Budget of a `browser_dialog` call (it has no `timeout_ms`).
+const DIALOG_BUDGET: Duration = Duration::from_secs(10);
+/// Budget of a `browser_tabs` call (it has no `timeout_ms`).
+const TABS_BUDGET: Duration = Duration::from_secs(15);
+/// Budget of [`Tools::connect`].
+const CONNECT_BUDGET: Duration = Duration::from_secs(20);
+/// After a click/type/key call ran out of its budget because the page's
+/// script kept running: the bound on `Runtime.terminateExecution` (the
+/// call's own budget is spent by then; the engine uses the same rule for its
+/// clean-up).
+const TERMINATE_BUDGET: Duration = Duration::from_secs(2);
+/// How long a timed-out ref action waits for `Runtime.terminateExecution` to
+/// be acknowledged before it returns (the request keeps going in the background).
+const TERMINATE_GRACE: Duration = Duration::from_millis(600);
+/// Most of a call's remaining budget spent waiting for the supervisor to
+/// record a dialog the engine already saw open.
+const DIALOG_CATCH_UP: Duration = Duration::from_secs(1);
+
+/// The tabs the tools know, and which one they act on.
+struct TabSet {
+    /// Every supervised tab, the current one included.
+    tabs: Vec<Arc<Tab>>,
+    /// The tab the tools act on.
+    current: Arc<Tab>,
+}
+
+impl TabSet {
+    fn push_current(&mut self, tab: Arc<Tab>) {
+        self.tabs.push(tab.clone());
+        self.current = tab;
+    }
+}
+
+/// The agent tools over one browser connection and its tabs.
 ///
-/// Cheap to share behind an `Arc`; calls may run concurrently (a snapshot
-/// while an evaluate is pending is fine).
+/// Each tab is one [`supervisor::Supervisor`] (dialogs, frames, routing,
+/// console errors), one [`evaluate::Engine`] (budgeted evaluate) and one
+/// [`evaluate::refs::AxSnapshotter`] with the ref map of its latest
+/// snapshot. Cheap to share behind an `Arc`; calls may run concurrently (a
+/// snapshot while an evaluate is pending is fine).
 pub struct Tools {
     conn: Connection,
-    config: ToolsConfig,
-    tab: Mutex<Arc<Tab>>,
-    next_ref: Mutex<u64>,
+    sup_config: SupervisorConfig,
+    engine_config: EngineConfig,
+    tabs: Mutex<TabSet>,
 }
 
 impl std::fmt::Debug for Tools {
@@ -139,19 +182,20 @@ fn budget_of(timeout_ms: Option<u64>) -> std::result::Result<Budget, ToolError> 
 
 impl Tools {
     /// Connects to a CDP endpoint (`ws://…` or `http://host:port`) and opens
-    /// (or takes over) a tab.
+    /// (or takes over) a tab, supervised.
     ///
     /// # Errors
     /// [`Error::Config`] for a bad policy or bridge name; [`Error::Browser`]
-    /// when connecting or attaching fails.
+    /// when connecting fails; [`Error::Supervisor`] when the tab cannot be
+    /// supervised.
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped future may leave a new blank tab open.
     pub async fn connect(endpoint: &str, config: ToolsConfig) -> Result<Tools> {
-        config.validate()?;
+        let (sup_config, engine_config) = config.lower()?;
         let conn = Connection::connect(endpoint, config.connect_options.clone()).await?;
-        let budget = Budget::new(Duration::from_secs(20));
-        let target = if config.new_tab {
+        let budget = Budget::new(CONNECT_BUDGET);
+        let existing = if config.new_tab {
             None
         } else {
             let v = conn
@@ -164,28 +208,36 @@ impl Tools {
                 .and_then(|t| t["targetId"].as_str())
                 .map(TargetId::new)
         };
-        let target = match target {
-            Some(t) => t,
-            None => {
-                let v = conn
-                    .browser()
-                    .call(
-                        "Target.createTarget",
-                        json!({"url": "about:blank"}),
-                        budget.clone(),
-                    )
-                    .await?;
-                TargetId::new(v["targetId"].as_str().unwrap_or_default())
+        let tab = match existing {
+            Some(t) => {
+                Tab::attach(
+                    conn.clone(),
+                    t,
+                    sup_config.clone(),
+                    engine_config.clone(),
+                    &budget,
+                )
+                .await
             }
-        };
-        let tab = Tab::attach(conn.clone(), target, config.clone(), &budget)
-            .await
-            .map_err(|e| Error::Supervisor { reason: e.message })?;
+            None => {
+                Tab::open(
+                    conn.clone(),
+                    sup_config.clone(),
+                    engine_config.clone(),
+                    &budget,
+                )
+                .await
+            }
+        }
+        .map_err(|e| Error::Supervisor { reason: e.message })?;
         Ok(Tools {
             conn,
-            config,
-            tab: Mutex::new(tab),
-            next_ref: Mutex::new(0),
+            sup_config,
+            engine_config,
+            tabs: Mutex::new(TabSet {
+                tabs: vec![tab.clone()],
+                current: tab,
+            }),
         })
     }
 
@@ -199,8 +251,18 @@ impl Tools {
         &self.conn
     }
 
+    /// The evaluate engine's counters for the current tab (evaluations,
+    /// timeouts, terminations, dialog interruptions, ...).
+    pub fn metrics(&self) -> EngineMetrics {
+        self.tab().engine.metrics()
+    }
+
+    fn set(&self) -> std::sync::MutexGuard<'_, TabSet> {
+        self.tabs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn tab(&self) -> Arc<Tab> {
-        self.tab.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.set().current.clone()
     }
 
     /// Calls tool `name` with `args` (a JSON object; `null` means `{}`).
@@ -278,7 +340,8 @@ impl Tools {
 
     // ------------------------------------------------------------ navigate
 
-    /// `browser_navigate`.
+    /// `browser_navigate`: `Page.navigate` on the supervisor's page session,
+    /// then the page's `Page.loadEventFired`, raced against a dialog opening.
     ///
     /// # Errors
     /// `invalid_argument`, `navigation_failed`, `timeout`, `browser_closed`.
@@ -291,66 +354,94 @@ impl Tools {
     ) -> std::result::Result<NavigateResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let url = req.url.trim();
-        if url.is_empty() || !url.contains(':') || url.contains(char::is_whitespace) {
+        let spaced = url.contains(char::is_whitespace) && !url.starts_with("data:");
+        if url.is_empty() || !url.contains(':') || spaced {
             return Err(
                 ToolError::invalid("url", format!("{url:?} is not an absolute URL")).next(
                     "pass an absolute URL such as https://example.com/ or file:///path/page.html",
                 ),
             );
         }
-        let tab = self.tab();
         if let Some(r) = self.conn.closed_reason() {
             return Err(ToolError::browser_closed(r));
         }
-        let before = tab.load_seq();
-        let nav = tab
-            .page
-            .call("Page.navigate", json!({"url": url}), budget.clone());
+        let tab = self.tab();
+        let opened = |d| NavigateResponse {
+            url: url.into(),
+            status: "dialog_opened".into(),
+            title: None,
+            dialog: Some(d),
+        };
+        let page = tab.sup.page_session();
+        // Subscribed before the navigation is sent, so its load event cannot be missed.
+        let mut events = page.subscribe();
+        let nav = page.call("Page.navigate", json!({"url": url}), budget.clone());
         let reply = match tab.race_dialog(nav).await {
-            Raced::Dialog(d) => {
-                return Ok(NavigateResponse {
-                    url: url.into(),
-                    status: "dialog_opened".into(),
-                    title: None,
-                    dialog: Some(d),
-                })
-            }
+            Raced::Dialog(d) => return Ok(opened(d)),
             Raced::Done(r) => r.map_err(|e| map_transport(&e, "browser_navigate"))?,
         };
         if let Some(err) = reply["errorText"].as_str().filter(|s| !s.is_empty()) {
             return Err(ToolError::new(ErrorCode::NavigationFailed, format!("Chromium could not load {url}: {err}"))
                 .next("check the URL (scheme, host, port) and that the server is up, then call browser_navigate again"));
         }
-        if reply.get("loaderId").is_none() {
-            // Same-document navigation: no load event comes.
-            return Ok(NavigateResponse {
-                url: url.into(),
-                status: "loaded".into(),
-                title: None,
-                dialog: None,
-            });
+        if reply.get("loaderId").is_some() {
+            // A page that floods events can make this bounded stream lag past
+            // its load event; the load is then taken as done rather than waited
+            // out to the deadline (the agent's next snapshot shows the page).
+            let load = async {
+                loop {
+                    match events.recv().await {
+                        Ok(ev) if ev.method == "Page.loadEventFired" => return Ok(()),
+                        Ok(_) => {}
+                        Err(cdp_transport::RecvError::Lagged(n)) => {
+                            tracing::debug!(
+                                n,
+                                "navigate: event stream lagged; not waiting for the load event"
+                            );
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            let bounded = async {
+                tokio::select! {
+                    r = load => r.map_err(|e| ToolError::browser_closed(format!("the tab's events ended: {e:?}"))),
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(budget.deadline())) => Err(ToolError::timeout("waiting for the page to load", budget.total().as_millis() as u64)),
+                    _ = budget.cancel_token().cancelled() => Err(ToolError::internal("cancelled")),
+                }
+            };
+            match tab.race_dialog(bounded).await {
+                Raced::Dialog(d) => return Ok(opened(d)),
+                Raced::Done(r) => r?,
+            }
         }
-        if let Some(d) = tab.wait_load_or_dialog(before, &budget).await? {
-            return Ok(NavigateResponse {
-                url: url.into(),
-                status: "dialog_opened".into(),
-                title: None,
-                dialog: Some(d),
-            });
-        }
-        let title = tab
-            .page
+        // URL and title from the browser (no page script runs for them).
+        let info = self
+            .conn
+            .browser()
             .call(
-                "Runtime.evaluate",
-                json!({"expression": "document.title", "returnByValue": true}),
-                budget.child(Duration::from_secs(2)),
+                "Target.getTargetInfo",
+                json!({"targetId": tab.target_id.as_str()}),
+                budget.clone(),
             )
             .await
-            .ok()
-            .and_then(|v| v["result"]["value"].as_str().map(String::from))
-            .filter(|t| !t.is_empty());
+            .ok();
+        let info = info.as_ref().map(|v| &v["targetInfo"]);
+        let now_url = info
+            .and_then(|i| i["url"].as_str())
+            .map(String::from)
+            .unwrap_or_else(|| tab.main_url());
+        let title = info
+            .and_then(|i| i["title"].as_str())
+            .filter(|t| !t.is_empty() && !now_url.ends_with(t) && !now_url.contains(*t))
+            .map(String::from);
         Ok(NavigateResponse {
-            url: tab.main_url(),
+            url: if now_url.is_empty() {
+                url.into()
+            } else {
+                now_url
+            },
             status: "loaded".into(),
             title,
             dialog: None,
@@ -359,7 +450,9 @@ impl Tools {
 
     // ------------------------------------------------------------ snapshot
 
-    /// `browser_snapshot`.
+    /// `browser_snapshot`: the supervisor's view plus the AX text with refs
+    /// ([`evaluate::refs::AxSnapshotter`]); the ref map is kept for the tab
+    /// until the next snapshot. The AX part is skipped while a dialog is pending.
     ///
     /// # Errors
     /// `invalid_argument` (timeout_ms); AX failures become a `note`, not an error.
@@ -377,13 +470,32 @@ impl Tools {
         } else if let Some(r) = self.conn.closed_reason() {
             (None, Some(format!("browser connection closed: {r}")))
         } else {
-            match tab.race_dialog(self.ax_text(&tab, &budget)).await {
-                Raced::Done(Ok(t)) => (Some(t), None),
-                Raced::Done(Err(e)) => (None, Some(format!("accessibility text unavailable: {}", e.message))),
-                Raced::Dialog(d) => (None, Some(format!("accessibility text omitted: dialog {} opened; answer it with browser_dialog", d.id))),
+            let opts = SnapshotOptions::default();
+            let ax = tab.ax.snapshot(&opts, budget.clone());
+            match tab.race_dialog(ax).await {
+                Raced::Done(Ok(s)) => {
+                    let r = s.render(&RenderOptions {
+                        max_chars: Some(MAX_SNAPSHOT_BYTES),
+                        ..RenderOptions::default()
+                    });
+                    tab.store_refs(r.refs);
+                    let notes = s.notes();
+                    let note = (!notes.is_empty()).then(|| notes.join("; "));
+                    (Some(r.text), note)
+                }
+                Raced::Done(Err(e)) => (
+                    None,
+                    Some(format!(
+                        "accessibility text unavailable: {}",
+                        map_eval(&e, "browser_snapshot").message
+                    )),
+                ),
+                // Same note as a dialog seen before the walk: the supervisor may
+                // announce a dialog a moment before its view holds it.
+                Raced::Dialog(d) => (None, Some(format!("accessibility text omitted: dialog {} blocks the page; answer it with browser_dialog", d.id))),
             }
         };
-        let (_, console_total) = tab.console();
+        let console_total = tab.console().len();
         Ok(SnapshotResponse {
             schema_version: crate::SCHEMA_VERSION,
             url: tab.main_url(),
@@ -393,245 +505,11 @@ impl Tools {
             recent_dialogs: tab.recent(),
             frame_tree: tab.frame_tree(),
             console_errors: console_total,
-            supervisor: tab.supervisor(),
-        })
-    }
-
-    async fn ax_text(
-        &self,
-        tab: &Arc<Tab>,
-        budget: &Budget,
-    ) -> std::result::Result<String, ToolError> {
-        let frames = tab.frames_for_ax();
-        let Some((main_id, _, main_session, _)) = frames.iter().find(|f| f.1.is_none()).cloned()
-        else {
-            return Err(ToolError::internal("the tab has no main frame yet"));
-        };
-        let generation = tab.generation();
-        // Refs are numbered afresh per snapshot; the previous snapshot's refs are replaced.
-        *self.next_ref.lock().unwrap_or_else(|p| p.into_inner()) = 0;
-        let mut refs: HashMap<String, RefRec> = HashMap::new();
-        let mut out = String::new();
-        let mut visited = Vec::new();
-        self.render_frame(
-            &frames,
-            &main_id,
-            &main_session,
-            true,
-            0,
-            budget,
-            generation,
-            &mut refs,
-            &mut out,
-            &mut visited,
-        )
-        .await?;
-        tab.store_refs(refs);
-        if out.len() > MAX_SNAPSHOT_BYTES {
-            let mut cut = MAX_SNAPSHOT_BYTES;
-            while !out.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            out.truncate(cut);
-            out.push_str("\n- … (snapshot truncated)\n");
-        }
-        Ok(out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn render_frame<'a>(
-        &'a self,
-        frames: &'a [(String, Option<String>, Session, bool)],
-        frame_id: &'a str,
-        session: &'a Session,
-        root_of_session: bool,
-        depth: usize,
-        budget: &'a Budget,
-        generation: u64,
-        refs: &'a mut HashMap<String, RefRec>,
-        out: &'a mut String,
-        visited: &'a mut Vec<String>,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = std::result::Result<(), ToolError>> + Send + 'a>,
-    > {
-        Box::pin(async move {
-            if visited.iter().any(|v| v == frame_id) || visited.len() > 40 {
-                return Ok(());
-            }
-            visited.push(frame_id.to_string());
-            let params = if root_of_session {
-                json!({})
-            } else {
-                json!({"frameId": frame_id})
-            };
-            let tree = session
-                .call("Accessibility.getFullAXTree", params, budget.clone())
-                .await
-                .map_err(|e| map_transport(&e, "reading the accessibility tree"))?;
-            let nodes = tree["nodes"].as_array().cloned().unwrap_or_default();
-            let by_id: HashMap<&str, &Value> = nodes
-                .iter()
-                .filter_map(|n| Some((n["nodeId"].as_str()?, n)))
-                .collect();
-            let Some(root) = nodes.first() else {
-                return Ok(());
-            };
-            // Walk with an explicit stack of (node, depth, parent name).
-            let mut lines: Vec<(usize, &Value, String)> = Vec::new();
-            flatten(root, &by_id, depth, "", &mut lines);
-            for (d, node, _) in lines {
-                let role = node["role"]["value"].as_str().unwrap_or_default();
-                let name = node["name"]["value"].as_str().unwrap_or_default();
-                let backend = node["backendDOMNodeId"].as_i64();
-                let indent = "  ".repeat(d);
-                let shown_role = match role {
-                    "StaticText" => "text",
-                    "Iframe" => "iframe",
-                    r => r,
-                };
-                let mut line = format!("{indent}- {shown_role}");
-                if !name.is_empty() {
-                    line.push_str(&format!(
-                        " {}",
-                        serde_json::Value::String(name.chars().take(200).collect())
-                    ));
-                }
-                if let Some(v) = node["value"]["value"].as_str().filter(|v| !v.is_empty()) {
-                    line.push_str(&format!(
-                        " value={}",
-                        Value::String(v.chars().take(100).collect())
-                    ));
-                }
-                if let (true, Some(b)) = (wants_ref(role), backend) {
-                    let id = {
-                        let mut n = self.next_ref.lock().unwrap_or_else(|p| p.into_inner());
-                        *n += 1;
-                        format!("e{}", *n)
-                    };
-                    line.push_str(&format!(" [ref={id}]"));
-                    refs.insert(
-                        id,
-                        RefRec {
-                            backend_node_id: b,
-                            session: session.clone(),
-                            generation,
-                        },
-                    );
-                }
-                out.push_str(&line);
-                out.push('\n');
-                if role == "Iframe" {
-                    if let Some(b) = backend {
-                        let desc = session
-                            .call(
-                                "DOM.describeNode",
-                                json!({"backendNodeId": b}),
-                                budget.clone(),
-                            )
-                            .await;
-                        let child = desc
-                            .ok()
-                            .and_then(|v| v["node"]["frameId"].as_str().map(String::from));
-                        if let Some(child) = child {
-                            if let Some((cid, _, csess, is_oopif)) =
-                                frames.iter().find(|f| f.0 == child)
-                            {
-                                let r = self
-                                    .render_frame(
-                                        frames,
-                                        cid,
-                                        csess,
-                                        *is_oopif,
-                                        d + 1,
-                                        budget,
-                                        generation,
-                                        refs,
-                                        out,
-                                        visited,
-                                    )
-                                    .await;
-                                if let Err(e) = r {
-                                    out.push_str(&format!(
-                                        "{indent}  - (frame content unavailable: {})\n",
-                                        e.message
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(())
+            supervisor: tab.supervisor_view(),
         })
     }
 
     // ------------------------------------------------------------ click / type / key
-
-    async fn on_ref(
-        &self,
-        tool: &str,
-        target: &str,
-        function: &str,
-        args: Vec<Value>,
-        budget: &Budget,
-    ) -> std::result::Result<Option<DialogView>, ToolError> {
-        let tab = self.tab();
-        tab.gate(tool)?;
-        let rec = tab.lookup_ref(target)?;
-        let resolved = rec
-            .session
-            .call(
-                "DOM.resolveNode",
-                json!({"backendNodeId": rec.backend_node_id}),
-                budget.clone(),
-            )
-            .await
-            .map_err(|e| match e.protocol_message() {
-                Some(_) => ToolError::new(
-                    ErrorCode::StaleRef,
-                    format!("ref {target:?} no longer exists in the page ({e})"),
-                )
-                .next("call browser_snapshot for fresh refs"),
-                None => map_transport(&e, tool),
-            })?;
-        let Some(object_id) = resolved["object"]["objectId"].as_str() else {
-            return Err(ToolError::new(
-                ErrorCode::StaleRef,
-                format!("ref {target:?} could not be resolved"),
-            )
-            .next("call browser_snapshot for fresh refs"));
-        };
-        let call = rec.session.call(
-            "Runtime.callFunctionOn",
-            json!({"objectId": object_id, "functionDeclaration": function, "arguments": args, "awaitPromise": false, "returnByValue": true, "userGesture": true}),
-            budget.clone(),
-        );
-        match tab.race_dialog(call).await {
-            Raced::Dialog(d) => Ok(Some(d)),
-            Raced::Done(Ok(v)) => {
-                if let Some(ex) = v.get("exceptionDetails") {
-                    return Err(ToolError::new(
-                        ErrorCode::ScriptError,
-                        format!("{tool} failed in the page: {}", exception_text(ex)),
-                    ));
-                }
-                Ok(None)
-            }
-            Raced::Done(Err(e)) if e.is_timeout() => {
-                let terminated = terminate(&rec.session).await;
-                Err(ToolError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "{tool} did not finish within timeout_ms={}: the page's script kept running{}",
-                        budget.total().as_millis(),
-                        if terminated { " and was terminated (Runtime.terminateExecution); the tab is usable" } else { "" }
-                    ),
-                )
-                .next("call browser_snapshot to see the page state"))
-            }
-            Raced::Done(Err(e)) => Err(map_transport(&e, tool)),
-        }
-    }
 
     fn action(target: Option<String>, dialog: Option<DialogView>) -> ActionResponse {
         ActionResponse {
@@ -645,284 +523,307 @@ impl Tools {
         }
     }
 
-    /// `browser_click`.
-    ///
-    /// # Errors
-    /// `dialog_pending`, `unknown_ref`, `stale_ref`, `timeout`, `browser_closed`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe; the click may still happen.
-    pub async fn click(&self, req: ClickRequest) -> std::result::Result<ActionResponse, ToolError> {
-        let budget = budget_of(req.timeout_ms)?;
-        let f =
-            "function(){ this.scrollIntoView({block:'center', inline:'center'}); this.click(); }";
-        let d = self
-            .on_ref("browser_click", &req.target, f, vec![], &budget)
-            .await?;
-        Ok(Self::action(Some(req.target), d))
+    /// The error of a failed ref action. A call that ran out of budget while
+    /// the page's script kept running (the input event handler never
+    /// returned) gets `Runtime.terminateExecution` on the ref's session, so
+    /// the tab stays usable.
+    async fn action_error(
+        tool: &str,
+        tab: &Tab,
+        ref_id: Option<&str>,
+        e: evaluate::Error,
+        budget: &Budget,
+    ) -> ToolError {
+        let timed_out =
+            matches!(&e, evaluate::Error::Transport { source, .. } if source.is_timeout());
+        if !timed_out {
+            return tab.crashed_or(map_eval(&e, tool));
+        }
+        let session = ref_id
+            .and_then(|r| {
+                tab.refs()
+                    .and_then(|m| m.get(r).map(|x| x.session().clone()))
+            })
+            .unwrap_or_else(|| tab.ax.page_session().clone());
+        // Sent in the background (its own short bound: the call's budget is
+        // spent); the answer is waited for only a short grace, so a stalled
+        // browser does not stretch the call far past its timeout_ms.
+        let term = tokio::spawn(async move {
+            session
+                .call(
+                    "Runtime.terminateExecution",
+                    json!({}),
+                    Budget::new(TERMINATE_BUDGET),
+                )
+                .await
+                .is_ok()
+        });
+        let terminated = matches!(
+            tokio::time::timeout(TERMINATE_GRACE, term).await,
+            Ok(Ok(true))
+        );
+        ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "{tool} did not finish within timeout_ms={}: the page's script kept running{}",
+                budget.total().as_millis(),
+                if terminated {
+                    " and was terminated (Runtime.terminateExecution); the tab is usable"
+                } else {
+                    ""
+                }
+            ),
+        )
+        .next("call browser_snapshot to see the page state")
     }
 
-    /// `browser_type`.
+    /// `browser_click`: a real mouse click (`Input.dispatchMouseEvent`) on the
+    /// ref's element through [`evaluate::refs::RefMap::click`], raced against
+    /// a dialog opening.
+    ///
+    /// # Errors
+    /// `dialog_pending`, `unknown_ref`, `stale_ref`, `not_interactable`,
+    /// `timeout`, `browser_closed`.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a drop between press and release leaves the mouse
+    /// button pressed in the page.
+    pub async fn click(&self, req: ClickRequest) -> std::result::Result<ActionResponse, ToolError> {
+        let budget = budget_of(req.timeout_ms)?;
+        let tab = self.tab();
+        tab.gate("browser_click")?;
+        let refs = tab.refs_for(&req.target)?;
+        match tab
+            .race_dialog(refs.click(&req.target, budget.clone()))
+            .await
+        {
+            Raced::Dialog(d) => Ok(Self::action(Some(req.target), Some(d))),
+            Raced::Done(Ok(_)) => Ok(Self::action(Some(req.target), None)),
+            Raced::Done(Err(e)) => {
+                Err(Self::action_error("browser_click", &tab, Some(&req.target), e, &budget).await)
+            }
+        }
+    }
+
+    /// `browser_type`: focus and `Input.insertText` (and Enter when `submit`)
+    /// through [`evaluate::refs::RefMap::type_text`].
     ///
     /// # Errors
     /// As [`Tools::click`].
     ///
     /// # Cancel safety
-    /// Cancel safe; the text may still be typed.
+    /// Not cancel safe: part of the text may have been typed.
     pub async fn type_text(
         &self,
         req: TypeRequest,
     ) -> std::result::Result<ActionResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
-        let f = "function(t){ this.focus(); if ('value' in this) { this.value = t; this.dispatchEvent(new Event('input', {bubbles:true})); this.dispatchEvent(new Event('change', {bubbles:true})); } else { document.execCommand('insertText', false, t); } }";
-        let d = self
-            .on_ref(
-                "browser_type",
-                &req.target,
-                f,
-                vec![json!({"value": req.text})],
-                &budget,
-            )
-            .await?;
-        if d.is_some() || !req.submit {
-            return Ok(Self::action(Some(req.target), d));
+        let tab = self.tab();
+        tab.gate("browser_type")?;
+        let refs = tab.refs_for(&req.target)?;
+        let typing = refs.type_text(&req.target, &req.text, req.submit, budget.clone());
+        match tab.race_dialog(typing).await {
+            Raced::Dialog(d) => Ok(Self::action(Some(req.target), Some(d))),
+            Raced::Done(Ok(())) => Ok(Self::action(Some(req.target), None)),
+            Raced::Done(Err(e)) => {
+                Err(Self::action_error("browser_type", &tab, Some(&req.target), e, &budget).await)
+            }
         }
-        let d = self.key(&self.tab(), "Enter", &budget).await?;
-        Ok(Self::action(Some(req.target), d))
     }
 
-    /// `browser_press_key`.
+    /// `browser_press_key`: `Input.dispatchKeyEvent` through
+    /// [`evaluate::refs::RefMap::press_key`], after focusing `ref` when given.
     ///
     /// # Errors
-    /// As [`Tools::click`], and `invalid_argument` for an unknown key.
+    /// As [`Tools::click`], and `invalid_argument` (`key`) for an unknown key.
     ///
     /// # Cancel safety
-    /// Cancel safe.
+    /// Not cancel safe: a drop between keyDown and keyUp leaves the key down.
     pub async fn press_key(
         &self,
         req: PressKeyRequest,
     ) -> std::result::Result<ActionResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
-        if key_info(&req.key).is_none() {
-            return Err(ToolError::invalid("key", format!("unknown key {:?}", req.key))
-                .next("use a KeyboardEvent.key name: Enter, Tab, Escape, Backspace, Delete, ArrowUp/Down/Left/Right, Home, End, PageUp, PageDown, Space, or one character"));
-        }
-        if let Some(t) = &req.target {
-            if let Some(d) = self
-                .on_ref(
-                    "browser_press_key",
-                    t,
-                    "function(){ this.focus(); }",
-                    vec![],
-                    &budget,
-                )
-                .await?
-            {
-                return Ok(Self::action(req.target.clone(), Some(d)));
-            }
-        }
         let tab = self.tab();
         tab.gate("browser_press_key")?;
-        let d = self.key(&tab, &req.key, &budget).await?;
-        Ok(Self::action(req.target, d))
-    }
-
-    async fn key(
-        &self,
-        tab: &Arc<Tab>,
-        key: &str,
-        budget: &Budget,
-    ) -> std::result::Result<Option<DialogView>, ToolError> {
-        let Some((code, vk, text)) = key_info(key) else {
-            return Ok(None);
+        let refs = match &req.target {
+            Some(r) => tab.refs_for(r)?,
+            None => match tab.refs() {
+                Some(m) => m,
+                // No snapshot yet: a main-frame-only walk gives a ref map whose
+                // page session the key goes to (nothing is stored).
+                None => {
+                    let opts = SnapshotOptions {
+                        max_frame_depth: 0,
+                        max_frames: 1,
+                    };
+                    match tab
+                        .race_dialog(tab.ax.snapshot(&opts, budget.clone()))
+                        .await
+                    {
+                        Raced::Dialog(d) => return Ok(Self::action(None, Some(d))),
+                        Raced::Done(Ok(s)) => s.refs().clone(),
+                        Raced::Done(Err(e)) => return Err(map_eval(&e, "browser_press_key")),
+                    }
+                }
+            },
         };
-        let key_name = if key == "Space" { " " } else { key };
-        let mut down = json!({"type": if text.is_some() { "keyDown" } else { "rawKeyDown" }, "key": key_name, "code": code, "windowsVirtualKeyCode": vk});
-        if let Some(t) = &text {
-            down["text"] = json!(t);
-        }
-        let up =
-            json!({"type": "keyUp", "key": key_name, "code": code, "windowsVirtualKeyCode": vk});
-        let page = tab.page.clone();
-        let b = budget.clone();
-        let send = async move {
-            page.call("Input.dispatchKeyEvent", down, b.clone()).await?;
-            page.call("Input.dispatchKeyEvent", up, b).await
+        let target = req.target.clone();
+        let work = async {
+            if let Some(r) = &target {
+                let resolved = refs.resolve(r, budget.clone()).await?;
+                resolved
+                    .session
+                    .call(
+                        "DOM.focus",
+                        json!({"backendNodeId": resolved.backend_node_id.0}),
+                        budget.clone(),
+                    )
+                    .await
+                    .map_err(|e| evaluate::Error::NotInteractable {
+                        ref_id: r.clone(),
+                        role: resolved.entry.role.clone(),
+                        name: resolved.entry.name.clone(),
+                        reason: format!("cannot focus: {e}"),
+                    })?;
+            }
+            refs.press_key(&req.key, budget.clone()).await
         };
-        match tab.race_dialog(send).await {
-            Raced::Dialog(d) => Ok(Some(d)),
-            Raced::Done(Ok(_)) => Ok(None),
-            Raced::Done(Err(e)) => Err(map_transport(&e, "browser_press_key")),
+        match tab.race_dialog(work).await {
+            Raced::Dialog(d) => Ok(Self::action(req.target, Some(d))),
+            Raced::Done(Ok(())) => Ok(Self::action(req.target, None)),
+            Raced::Done(Err(e)) => Err(Self::action_error(
+                "browser_press_key",
+                &tab,
+                req.target.as_deref(),
+                e,
+                &budget,
+            )
+            .await),
         }
     }
 
     // ------------------------------------------------------------ evaluate
 
-    /// `browser_evaluate`.
+    /// `browser_evaluate` through the tab's [`evaluate::Engine`]: `frame_id`
+    /// is routed with the supervisor (OOPIF → its own target, same-process
+    /// frame → that frame), `ref` becomes an element evaluate
+    /// ([`evaluate::refs::RefMap::evaluate`]).
     ///
     /// # Errors
     /// `evaluate_disabled`, `dialog_pending`, `timeout` (script terminated),
-    /// `script_error`, `unknown_frame`, `unknown_ref`, `stale_ref`, `invalid_argument`.
+    /// `script_error`, `navigated`, `unknown_frame`, `unknown_ref`,
+    /// `stale_ref`, `invalid_argument`.
     ///
     /// # Cancel safety
-    /// Cancel safe; a script already sent may keep running until its deadline.
+    /// Dropping the future abandons the evaluate without terminating the
+    /// script (the engine ends it at its deadline in the page).
     pub async fn evaluate(
         &self,
         req: EvaluateRequest,
     ) -> std::result::Result<EvaluateResponse, ToolError> {
-        if !self.config.evaluate_enabled {
+        let budget = budget_of(req.timeout_ms)?;
+        let tab = self.tab();
+        if !tab.engine.config().evaluate_enabled {
             return Err(evaluate_disabled("browser_evaluate"));
         }
-        let budget = budget_of(req.timeout_ms)?;
-        let start = Instant::now();
-        let tab = self.tab();
         tab.gate("browser_evaluate")?;
-        let (session, call) = if let Some(r) = &req.target {
-            if req.frame_id.is_some() {
+        let target = match (&req.target, &req.frame_id) {
+            (Some(_), Some(_)) => {
                 return Err(ToolError::invalid(
                     "frame_id",
                     "give either ref or frame_id, not both (a ref already names its frame)",
-                ));
+                ))
             }
-            let rec = tab.lookup_ref(r)?;
-            let resolved = rec
-                .session
-                .call(
-                    "DOM.resolveNode",
-                    json!({"backendNodeId": rec.backend_node_id}),
-                    budget.clone(),
-                )
-                .await
-                .map_err(|e| {
-                    ToolError::new(
-                        ErrorCode::StaleRef,
-                        format!("ref {r:?} no longer exists in the page ({e})"),
-                    )
-                    .next("call browser_snapshot for fresh refs")
-                })?;
-            let oid = resolved["object"]["objectId"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let p = json!({"objectId": oid, "functionDeclaration": req.expression, "arguments": [{"objectId": oid}], "awaitPromise": true, "returnByValue": true, "userGesture": true});
-            (rec.session.clone(), ("Runtime.callFunctionOn", p))
-        } else {
-            let mut p = json!({"expression": req.expression, "awaitPromise": true, "returnByValue": true, "userGesture": true, "replMode": true});
-            let session = match &req.frame_id {
-                None => tab.page.clone(),
-                Some(fid) => {
-                    let (session, oopif_root) = tab.frame_session(fid)?;
-                    if !oopif_root && !tab.is_main_frame(fid) {
-                        let ctx = tab.context_for(&session, fid).ok_or_else(|| {
-                            ToolError::new(
-                                ErrorCode::UnknownFrame,
-                                format!(
-                                    "frame {fid:?} has no JavaScript context yet (still loading?)"
-                                ),
-                            )
-                            .next("call browser_snapshot, then retry")
-                        })?;
-                        p["contextId"] = json!(ctx);
-                    }
-                    session
-                }
-            };
-            (session, ("Runtime.evaluate", p))
+            (None, Some(f)) => tab.eval_target(f)?,
+            _ => EvalTarget::MainFrame,
         };
-        let fut = session.call(call.0, call.1, budget.clone());
-        let v = match tab.race_dialog(fut).await {
+        let refs = match &req.target {
+            Some(r) => Some(tab.refs_for(r)?),
+            None => None,
+        };
+        let run = async {
+            match (&refs, &req.target) {
+                (Some(m), Some(r)) => m.evaluate(&tab.engine, r, &req.expression, &budget).await,
+                _ => {
+                    let er = EvalRequest::new(req.expression.clone()).target(target);
+                    tab.engine.evaluate(er, &budget).await
+                }
+            }
+        };
+        let out = match tab.race_dialog(run).await {
             Raced::Dialog(d) => return Err(ToolError::dialog_pending(d, "browser_evaluate")),
-            Raced::Done(Ok(v)) => v,
-            Raced::Done(Err(e)) if e.is_timeout() => {
-                let terminated = terminate(&session).await;
-                return Err(ToolError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "evaluate did not finish within timeout_ms={}: {}",
-                        budget.total().as_millis(),
-                        if terminated {
-                            "the script was terminated (Runtime.terminateExecution); the tab is usable"
-                        } else {
-                            "its promise never settled (nothing was running)"
-                        }
-                    ),
-                )
-                .next("fix the script (an endless loop or a promise that never settles?) or raise timeout_ms (max 120000)"));
-            }
+            Raced::Done(Ok(out)) => out,
             Raced::Done(Err(e)) => {
-                if let Some(m) = e.protocol_message() {
-                    let hint = if m.contains("serialize")
-                        || m.contains("reference chain")
-                        || m.contains("by value")
-                    {
-                        "; the result cannot be returned as JSON (DOM node, cycle, window): return a plain value, e.g. el.outerHTML or JSON.stringify(...)"
-                    } else {
-                        ""
-                    };
-                    return Err(ToolError::new(ErrorCode::ScriptError, format!("{m}{hint}")));
+                if let Some(info) = e.dialog() {
+                    let d = tab
+                        .dialog_seen_by_engine(info, &budget.child(DIALOG_CATCH_UP))
+                        .await;
+                    return Err(ToolError::dialog_pending(d, "browser_evaluate"));
                 }
-                return Err(map_transport(&e, "browser_evaluate"));
+                return Err(tab.crashed_or(map_eval(&e, "browser_evaluate")));
             }
         };
-        if let Some(ex) = v.get("exceptionDetails") {
-            return Err(ToolError::new(
-                ErrorCode::ScriptError,
-                format!("the script threw: {}", exception_text(ex)),
-            )
-            .next("fix the expression and call browser_evaluate again"));
-        }
-        let r = &v["result"];
-        let kind = r["subtype"]
-            .as_str()
-            .filter(|s| *s == "node" || *s == "bigint")
-            .unwrap_or(r["type"].as_str().unwrap_or("undefined"));
-        let mut value = if let Some(u) = r.get("unserializableValue") {
-            u.clone()
-        } else if kind == "undefined" {
-            json!("undefined")
-        } else {
-            r.get("value").cloned().unwrap_or(Value::Null)
-        };
-        let mut truncated = false;
-        let text = value.to_string();
-        if text.len() > MAX_RESULT_BYTES {
-            let mut cut = MAX_RESULT_BYTES;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            value = Value::String(format!(
-                "{}… (truncated from {} bytes)",
-                &text[..cut],
-                text.len()
-            ));
-            truncated = true;
-        }
+        let (value, kind) = untag(out.value);
         Ok(EvaluateResponse {
             value,
-            kind: kind.into(),
-            truncated,
-            elapsed_ms: start.elapsed().as_millis() as u64,
+            kind,
+            truncated: out.truncated,
+            elapsed_ms: out.elapsed.as_millis() as u64,
         })
     }
 
     // ------------------------------------------------------------ dialog
 
-    /// `browser_dialog`.
+    /// `browser_dialog` through [`supervisor::Supervisor::respond`]. An
+    /// accepted prompt without `prompt_text` returns its default text.
     ///
     /// # Errors
     /// `no_dialog`, `ambiguous_dialog` (with `candidates`), `browser_closed`.
     ///
     /// # Cancel safety
-    /// Not cancel safe: the answer may be sent and not recorded.
+    /// Not cancel safe: the answer may be sent; the supervisor's view stays consistent.
     pub async fn dialog(
         &self,
         req: DialogRequest,
     ) -> std::result::Result<DialogResponse, ToolError> {
-        let budget = Budget::new(Duration::from_secs(10));
+        let budget = Budget::new(DIALOG_BUDGET);
         let tab = self.tab();
-        let d = tab.respond(&req, &budget).await?;
+        let pending = tab.pending();
+        let chosen = match &req.dialog_id {
+            Some(id) => pending.iter().find(|d| &d.id == id),
+            None if pending.len() == 1 => pending.first(),
+            None => None,
+        };
+        let (action, prompt_text) = match req.action {
+            DialogAction::Accept => (
+                supervisor::DialogAction::Accept,
+                req.prompt_text.clone().or_else(|| {
+                    chosen
+                        .filter(|d| d.kind == "prompt")
+                        .map(|d| d.default_prompt.clone().unwrap_or_default())
+                }),
+            ),
+            DialogAction::Dismiss => (supervisor::DialogAction::Dismiss, None),
+        };
+        let closed = tab
+            .sup
+            .respond(
+                action,
+                prompt_text.as_deref(),
+                req.dialog_id.as_deref(),
+                budget,
+            )
+            .await
+            .map_err(|e| {
+                let mut t = map_supervisor(&e, "browser_dialog");
+                if t.code == ErrorCode::AmbiguousDialog {
+                    t.candidates = tab.pending();
+                }
+                t
+            })?;
         Ok(DialogResponse {
-            dialog: d,
+            dialog: crate::tab::dialog_view(&closed.dialog),
             action: req.action,
             pending_dialogs: tab.pending(),
         })
@@ -930,7 +831,8 @@ impl Tools {
 
     // ------------------------------------------------------------ cdp
 
-    /// `browser_cdp`.
+    /// `browser_cdp`: the one place this crate sends CDP of the agent's
+    /// choosing, on the session the supervisor routes `frame_id` to.
     ///
     /// # Errors
     /// `evaluate_disabled`, `dialog_pending`, `unknown_frame`, `not_oopif`, `cdp_error`, `timeout`.
@@ -946,40 +848,32 @@ impl Tools {
                     .next("use Domain.method, e.g. DOM.getDocument"),
             );
         }
-        if !self.config.evaluate_enabled
+        let tab = self.tab();
+        if !tab.engine.config().evaluate_enabled
             && (SCRIPT_METHODS.contains(&m) || m.starts_with("Debugger."))
         {
             return Err(evaluate_disabled(m));
         }
-        let tab = self.tab();
         let browser_level = ["Target.", "Browser.", "SystemInfo.", "Storage."]
             .iter()
             .any(|p| m.starts_with(p));
         let session = match &req.frame_id {
-            None => tab.page.clone(),
+            _ if browser_level => self.conn.browser(),
+            None => tab.sup.page_session(),
             Some(fid) => {
-                let (s, oopif_root) = tab.frame_session(fid)?;
-                if !oopif_root && !tab.is_main_frame(fid) {
-                    return Err(ToolError::new(
-                        ErrorCode::NotOopif,
-                        format!("frame {fid:?} runs in its parent's process and has no CDP session of its own"),
-                    )
-                    .next("use browser_evaluate with this frame_id, or browser_cdp without frame_id and pass frameId in params"));
-                }
-                s
+                tab.sup
+                    .route(&cdp_transport::FrameId::new(fid))
+                    .map_err(|e| map_supervisor(&e, "browser_cdp"))?
+                    .session
             }
         };
-        if !browser_level && m != "Page.handleJavaScriptDialog" {
+        let unblocked = browser_level || m == supervisor::HANDLE_DIALOG;
+        if !unblocked {
             tab.gate("browser_cdp")?;
         }
         let params = Value::Object(req.params.unwrap_or_default());
-        let session = if browser_level {
-            self.conn.browser()
-        } else {
-            session
-        };
         let fut = session.call(m, params, budget.clone());
-        let r = if browser_level || m == "Page.handleJavaScriptDialog" {
+        let r = if unblocked {
             fut.await
         } else {
             match tab.race_dialog(fut).await {
@@ -997,7 +891,7 @@ impl Tools {
 
     // ------------------------------------------------------------ screenshot
 
-    /// `browser_screenshot`.
+    /// `browser_screenshot`: `Page.captureScreenshot` on the supervisor's page session.
     ///
     /// # Errors
     /// `dialog_pending`, `timeout`, `browser_closed`.
@@ -1011,6 +905,7 @@ impl Tools {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
         tab.gate("browser_screenshot")?;
+        let page = tab.sup.page_session();
         let (fmt, mime) = match req.format {
             ImageFormat::Png => ("png", "image/png"),
             ImageFormat::Jpeg => ("jpeg", "image/jpeg"),
@@ -1021,9 +916,8 @@ impl Tools {
         }
         if req.full_page {
             p["captureBeyondViewport"] = json!(true);
-            if let Ok(m) = tab
-                .page
-                .call("Page.getLayoutMetrics", json!({}), budget.clone())
+            if let Raced::Done(Ok(m)) = tab
+                .race_dialog(page.call("Page.getLayoutMetrics", json!({}), budget.clone()))
                 .await
             {
                 let s = &m["cssContentSize"];
@@ -1033,7 +927,7 @@ impl Tools {
                 }
             }
         }
-        let fut = tab.page.call("Page.captureScreenshot", p, budget.clone());
+        let fut = page.call("Page.captureScreenshot", p, budget.clone());
         let v = match tab.race_dialog(fut).await {
             Raced::Dialog(d) => return Err(ToolError::dialog_pending(d, "browser_screenshot")),
             Raced::Done(r) => r.map_err(|e| map_transport(&e, "browser_screenshot"))?,
@@ -1049,9 +943,10 @@ impl Tools {
 
     // ------------------------------------------------------------ console
 
-    /// `browser_console`. Never fails.
+    /// `browser_console`: the supervisor's console-error ring. Never fails.
     pub fn console(&self, req: ConsoleRequest) -> ConsoleResponse {
-        let (mut errors, total) = self.tab().console();
+        let mut errors = self.tab().console();
+        let total = errors.len();
         let limit = req.limit.unwrap_or(20);
         if errors.len() > limit {
             errors.drain(..errors.len() - limit);
@@ -1061,7 +956,9 @@ impl Tools {
 
     // ------------------------------------------------------------ tabs
 
-    /// `browser_tabs`.
+    /// `browser_tabs`: the tabs this server supervises (each with its own
+    /// supervisor, engine and snapshotter) plus the popups their supervisors
+    /// report; selecting a popup supervises it as a tab.
     ///
     /// # Errors
     /// `unknown_tab`, `invalid_argument`, `browser_closed`.
@@ -1069,256 +966,257 @@ impl Tools {
     /// # Cancel safety
     /// Not cancel safe: a tab may be opened or closed without the switch.
     pub async fn tabs(&self, req: TabsRequest) -> std::result::Result<TabsResponse, ToolError> {
-        let budget = Budget::new(Duration::from_secs(15));
+        let budget = Budget::new(TABS_BUDGET);
         match req.action {
             TabsAction::List => {}
             TabsAction::New => {
-                let url = req.url.clone().unwrap_or_else(|| "about:blank".into());
-                let v = self
-                    .conn
-                    .browser()
-                    .call("Target.createTarget", json!({"url": url}), budget.clone())
-                    .await
-                    .map_err(|e| map_transport(&e, "opening a tab"))?;
-                let id = TargetId::new(v["targetId"].as_str().unwrap_or_default());
-                self.switch(id, &budget).await?;
+                let tab = Tab::open(
+                    self.conn.clone(),
+                    self.sup_config.clone(),
+                    self.engine_config.clone(),
+                    &budget,
+                )
+                .await?;
+                if let Some(url) = req.url.as_deref().filter(|u| !u.is_empty()) {
+                    tab.sup
+                        .page_session()
+                        .call("Page.navigate", json!({"url": url}), budget.clone())
+                        .await
+                        .map_err(|e| map_transport(&e, "opening the new tab's URL"))?;
+                }
+                self.set().push_current(tab);
             }
             TabsAction::Select | TabsAction::Close => {
                 let Some(id) = req.tab_id.clone() else {
                     return Err(ToolError::invalid("tab_id", "select and close need tab_id")
                         .next("call browser_tabs to list tab ids"));
                 };
-                let tabs = self.list_tabs(&budget).await?;
-                if !tabs.iter().any(|t| t.tab_id == id) {
+                let ours = self
+                    .set()
+                    .tabs
+                    .iter()
+                    .position(|t| t.target_id.as_str() == id);
+                let popup = ours.is_none() && self.popup_ids().iter().any(|p| p.as_str() == id);
+                if ours.is_none() && !popup {
                     return Err(
                         ToolError::new(ErrorCode::UnknownTab, format!("no tab {id:?}"))
                             .next("call browser_tabs to list tab ids"),
                     );
                 }
                 if req.action == TabsAction::Select {
-                    if self.tab().target_id.as_str() != id {
-                        self.switch(TargetId::new(&id), &budget).await?;
+                    if popup {
+                        let tab = Tab::attach(
+                            self.conn.clone(),
+                            TargetId::new(&id),
+                            self.sup_config.clone(),
+                            self.engine_config.clone(),
+                            &budget,
+                        )
+                        .await?;
+                        self.set().push_current(tab);
+                    } else {
+                        let mut s = self.set();
+                        if let Some(t) = s.tabs.iter().find(|t| t.target_id.as_str() == id) {
+                            s.current = t.clone();
+                        }
                     }
                 } else {
-                    let _ = self
-                        .conn
-                        .browser()
-                        .call(
-                            "Target.closeTarget",
-                            json!({"targetId": id}),
-                            budget.clone(),
-                        )
-                        .await;
-                    if self.tab().target_id.as_str() == id {
-                        let next = tabs
-                            .iter()
-                            .find(|t| t.tab_id != id)
-                            .map(|t| TargetId::new(&t.tab_id));
-                        let next = match next {
-                            Some(n) => n,
-                            None => {
-                                let v = self
-                                    .conn
-                                    .browser()
-                                    .call(
-                                        "Target.createTarget",
-                                        json!({"url": "about:blank"}),
-                                        budget.clone(),
-                                    )
-                                    .await
-                                    .map_err(|e| map_transport(&e, "opening a tab"))?;
-                                TargetId::new(v["targetId"].as_str().unwrap_or_default())
-                            }
-                        };
-                        self.switch(next, &budget).await?;
-                    }
+                    self.close_tab(&id, &budget).await?;
                 }
             }
         }
         Ok(TabsResponse {
-            tabs: self.list_tabs(&budget).await?,
+            tabs: self.list_tabs(&budget).await,
         })
     }
 
-    async fn switch(&self, id: TargetId, budget: &Budget) -> std::result::Result<(), ToolError> {
-        let tab = Tab::attach(self.conn.clone(), id, self.config.clone(), budget).await?;
-        *self.tab.lock().unwrap_or_else(|p| p.into_inner()) = tab;
+    fn popup_ids(&self) -> Vec<TargetId> {
+        let tabs = self.set().tabs.clone();
+        tabs.iter()
+            .flat_map(|t| {
+                t.sup
+                    .snapshot()
+                    .popups
+                    .iter()
+                    .map(|p| p.target_id.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    async fn close_tab(&self, id: &str, budget: &Budget) -> std::result::Result<(), ToolError> {
+        let _ = self
+            .conn
+            .browser()
+            .call(
+                "Target.closeTarget",
+                json!({"targetId": id}),
+                budget.clone(),
+            )
+            .await;
+        let removed = {
+            let mut s = self.set();
+            let pos = s.tabs.iter().position(|t| t.target_id.as_str() == id);
+            let removed = pos.map(|i| s.tabs.remove(i));
+            if s.current.target_id.as_str() == id {
+                if let Some(next) = s.tabs.first().cloned() {
+                    s.current = next;
+                }
+            }
+            removed
+        };
+        if let Some(t) = removed {
+            t.shutdown(budget).await;
+        }
+        if self.set().tabs.is_empty() {
+            let tab = Tab::open(
+                self.conn.clone(),
+                self.sup_config.clone(),
+                self.engine_config.clone(),
+                budget,
+            )
+            .await?;
+            self.set().push_current(tab);
+        }
         Ok(())
     }
 
-    async fn list_tabs(&self, budget: &Budget) -> std::result::Result<Vec<TabView>, ToolError> {
-        let v = self
+    async fn list_tabs(&self, budget: &Budget) -> Vec<TabView> {
+        let infos: HashMap<String, (String, String)> = self
             .conn
             .browser()
             .call("Target.getTargets", json!({}), budget.clone())
             .await
-            .map_err(|e| map_transport(&e, "listing tabs"))?;
-        let current = self.tab().target_id.clone();
-        Ok(v["targetInfos"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|t| t["type"] == "page")
-                    .map(|t| TabView {
-                        tab_id: t["targetId"].as_str().unwrap_or_default().into(),
-                        url: t["url"].as_str().unwrap_or_default().into(),
-                        title: t["title"].as_str().unwrap_or_default().into(),
-                        current: t["targetId"].as_str() == Some(current.as_str()),
-                    })
-                    .collect()
+            .ok()
+            .and_then(|v| {
+                v["targetInfos"].as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|t| {
+                            Some((
+                                t["targetId"].as_str()?.to_string(),
+                                (
+                                    t["url"].as_str().unwrap_or_default().to_string(),
+                                    t["title"].as_str().unwrap_or_default().to_string(),
+                                ),
+                            ))
+                        })
+                        .collect()
+                })
             })
-            .unwrap_or_default())
-    }
-}
-
-fn evaluate_disabled(what: &str) -> ToolError {
-    ToolError::new(
-        ErrorCode::EvaluateDisabled,
-        format!(
-            "{what} runs page script, and this server runs with evaluate disabled (--no-evaluate)"
-        ),
-    )
-    .next("use browser_snapshot, browser_click, browser_type and browser_press_key instead")
-}
-
-async fn terminate(session: &Session) -> bool {
-    session
-        .call(
-            "Runtime.terminateExecution",
-            json!({}),
-            Budget::new(Duration::from_secs(2)),
-        )
-        .await
-        .is_ok()
-}
-
-fn exception_text(ex: &Value) -> String {
-    ex["exception"]["description"]
-        .as_str()
-        .or(ex["exception"]["value"].as_str())
-        .or(ex["text"].as_str())
-        .unwrap_or("exception")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn wants_ref(role: &str) -> bool {
-    matches!(
-        role,
-        "button"
-            | "link"
-            | "textbox"
-            | "searchbox"
-            | "checkbox"
-            | "radio"
-            | "combobox"
-            | "listbox"
-            | "option"
-            | "menuitem"
-            | "menuitemcheckbox"
-            | "menuitemradio"
-            | "tab"
-            | "switch"
-            | "slider"
-            | "spinbutton"
-            | "Iframe"
-            | "heading"
-            | "textarea"
-    )
-}
-
-fn transparent(node: &Value) -> bool {
-    if node["ignored"].as_bool() == Some(true) {
-        return true;
-    }
-    let role = node["role"]["value"].as_str().unwrap_or_default();
-    let name = node["name"]["value"].as_str().unwrap_or_default();
-    matches!(
-        role,
-        "none" | "presentation" | "InlineTextBox" | "LineBreak" | "RootWebArea" | "WebArea" | ""
-    ) || (matches!(
-        role,
-        "generic" | "paragraph" | "Section" | "div" | "LayoutTableCell" | "group"
-    ) && name.is_empty())
-}
-
-fn flatten<'a>(
-    node: &'a Value,
-    by_id: &HashMap<&str, &'a Value>,
-    depth: usize,
-    parent_name: &str,
-    out: &mut Vec<(usize, &'a Value, String)>,
-) {
-    if out.len() > 5000 {
-        return;
-    }
-    let name = node["name"]["value"].as_str().unwrap_or_default();
-    let role = node["role"]["value"].as_str().unwrap_or_default();
-    let (child_depth, pname) = if transparent(node)
-        || (role == "StaticText" && (name.trim().is_empty() || name == parent_name))
-    {
-        (depth, parent_name.to_string())
-    } else {
-        out.push((depth, node, parent_name.to_string()));
-        (depth + 1, name.to_string())
-    };
-    if role == "StaticText" {
-        return;
-    }
-    if let Some(children) = node["childIds"].as_array() {
-        for c in children {
-            if let Some(child) = c.as_str().and_then(|id| by_id.get(id)) {
-                flatten(child, by_id, child_depth, &pname, out);
+            .unwrap_or_default();
+        let (tabs, current) = {
+            let s = self.set();
+            (s.tabs.clone(), s.current.target_id.clone())
+        };
+        let mut out: Vec<TabView> = Vec::new();
+        for t in &tabs {
+            let (url, title) = infos
+                .get(t.target_id.as_str())
+                .cloned()
+                .unwrap_or_else(|| (t.main_url(), String::new()));
+            out.push(TabView {
+                tab_id: t.target_id.as_str().to_string(),
+                url,
+                title,
+                current: t.target_id == current,
+            });
+        }
+        for t in &tabs {
+            for p in &t.sup.snapshot().popups {
+                if out.iter().any(|o| o.tab_id == p.target_id.as_str()) {
+                    continue;
+                }
+                let (url, title) = infos
+                    .get(p.target_id.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| (p.url.clone(), String::new()));
+                out.push(TabView {
+                    tab_id: p.target_id.as_str().to_string(),
+                    url,
+                    title,
+                    current: false,
+                });
             }
         }
+        out
     }
 }
 
-/// `(code, windowsVirtualKeyCode, text)` for a key name.
-fn key_info(key: &str) -> Option<(String, i64, Option<String>)> {
-    let named = |code: &str, vk: i64, text: Option<&str>| {
-        Some((code.to_string(), vk, text.map(String::from)))
-    };
-    match key {
-        "Enter" => named("Enter", 13, Some("\r")),
-        "Tab" => named("Tab", 9, None),
-        "Escape" => named("Escape", 27, None),
-        "Backspace" => named("Backspace", 8, None),
-        "Delete" => named("Delete", 46, None),
-        "ArrowLeft" => named("ArrowLeft", 37, None),
-        "ArrowUp" => named("ArrowUp", 38, None),
-        "ArrowRight" => named("ArrowRight", 39, None),
-        "ArrowDown" => named("ArrowDown", 40, None),
-        "Home" => named("Home", 36, None),
-        "End" => named("End", 35, None),
-        "PageUp" => named("PageUp", 33, None),
-        "PageDown" => named("PageDown", 34, None),
-        "Space" | " " => named("Space", 32, Some(" ")),
-        k => {
-            let mut chars = k.chars();
-            let c = chars.next()?;
-            if chars.next().is_some() {
-                return None;
+/// The engine's tagged value as the tool's `{value, type}`: JSON values as
+/// themselves with their JS type; `undefined`, non-JSON numbers and BigInt
+/// as their text (`"undefined"`, `"NaN"`, `"-0"`, `"12n"`) with `type`
+/// naming the JS type; other tagged values (nodes, functions, maps, …) as the
+/// engine's tagged object with `type` from the tag.
+fn untag(v: Value) -> (Value, String) {
+    let kind = match &v {
+        Value::Null | Value::Array(_) => "object",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Object(o) => match o.get("$type").and_then(Value::as_str) {
+            Some("undefined") => return (json!("undefined"), "undefined".into()),
+            Some(t @ ("number" | "bigint")) => {
+                let repr = o.get("repr").cloned().unwrap_or(Value::Null);
+                return (repr, t.into());
             }
-            let up = c.to_ascii_uppercase();
-            let code = if up.is_ascii_alphabetic() {
-                format!("Key{up}")
-            } else if c.is_ascii_digit() {
-                format!("Digit{c}")
-            } else {
-                String::new()
-            };
-            Some((
-                code,
-                if up.is_ascii_alphanumeric() {
-                    up as i64
-                } else {
-                    0
-                },
-                Some(c.to_string()),
-            ))
-        }
+            Some(t @ ("node" | "function" | "symbol")) => t,
+            _ => "object",
+        },
+    }
+    .to_string();
+    (v, kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::untag;
+    use serde_json::json;
+
+    fn check(engine_value: serde_json::Value, value: serde_json::Value, kind: &str) {
+        assert_eq!(untag(engine_value), (value, kind.to_string()));
+    }
+
+    #[test]
+    fn plain_json_keeps_its_value_and_names_its_js_type() {
+        check(json!(42), json!(42), "number");
+        check(json!("x"), json!("x"), "string");
+        check(json!(true), json!(true), "boolean");
+        check(json!(null), json!(null), "object");
+        check(json!([1, 2]), json!([1, 2]), "object");
+        check(json!({"a": 1}), json!({"a": 1}), "object");
+    }
+
+    #[test]
+    fn values_json_cannot_hold_come_as_text_with_their_type() {
+        check(
+            json!({"$type": "undefined"}),
+            json!("undefined"),
+            "undefined",
+        );
+        check(
+            json!({"$type": "number", "repr": "NaN"}),
+            json!("NaN"),
+            "number",
+        );
+        check(
+            json!({"$type": "number", "repr": "-0"}),
+            json!("-0"),
+            "number",
+        );
+        check(
+            json!({"$type": "bigint", "repr": "12n"}),
+            json!("12n"),
+            "bigint",
+        );
+    }
+
+    #[test]
+    fn other_tagged_values_stay_tagged() {
+        let node = json!({"$type": "node", "nodeName": "BUTTON", "connected": true});
+        check(node.clone(), node, "node");
+        let f = json!({"$type": "function", "name": "f"});
+        check(f.clone(), f, "function");
+        let w = json!({"$type": "window", "url": "about:blank"});
+        check(w.clone(), w, "object");
     }
 }

@@ -154,3 +154,129 @@ async fn the_whole_story() {
         .await;
     assert_eq!(v["value"], "clicked", "{v:#}");
 }
+
+const FORM: &str = r#"<!doctype html><title>Form</title>
+<input id="q" aria-label="Query">
+<p id="out">none</p>
+<button onclick="document.getElementById('out').textContent = 'typed ' + document.getElementById('q').value">Show</button>
+<script>
+document.getElementById('q').addEventListener('keydown', e => { if (e.key === 'Enter') document.getElementById('out').textContent = 'enter ' + e.target.value; });
+document.addEventListener('click', e => { window.lastClickTrusted = e.isTrusted; });
+</script>"#;
+
+/// Type, press a key, click, element evaluate and tabs, each through the lower
+/// crates: real input events (`isTrusted`), refs kept across calls until the
+/// next snapshot, a ref of an older snapshot's document is stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refs_drive_real_input_and_tabs_are_supervised() {
+    let (fx, tools) = setup().await;
+    fx.page("/form.html", FORM);
+    let nav = tools
+        .call(
+            "browser_navigate",
+            json!({"url": fx.url("localhost", "/form.html")}),
+        )
+        .await;
+    assert_eq!(nav["status"], "loaded", "{nav:#}");
+    assert_eq!(nav["title"], "Form", "{nav:#}");
+    let snap = tools.call("browser_snapshot", json!({})).await;
+    let text = snap["snapshot"].as_str().unwrap_or_default().to_string();
+    let query = find_ref(&text, "Query");
+    let show = find_ref(&text, "\"Show\"");
+
+    let t = tools
+        .call("browser_type", json!({"ref": query, "text": "abc"}))
+        .await;
+    assert_eq!(t["status"], "done", "{t:#}");
+    // The same refs still work on the next call (no new snapshot in between).
+    let k = tools
+        .call("browser_press_key", json!({"key": "Enter", "ref": query}))
+        .await;
+    assert_eq!(k["status"], "done", "{k:#}");
+    let v = tools
+        .call(
+            "browser_evaluate",
+            json!({"expression": "document.getElementById('out').textContent"}),
+        )
+        .await;
+    assert_eq!(v["value"], "enter abc", "{v:#}");
+
+    let c = tools.call("browser_click", json!({"ref": show})).await;
+    assert_eq!(c["status"], "done", "{c:#}");
+    let v = tools
+        .call("browser_evaluate", json!({"expression": "[document.getElementById('out').textContent, window.lastClickTrusted]"}))
+        .await;
+    assert_eq!(
+        v["value"],
+        json!(["typed abc", true]),
+        "a real input event: {v:#}"
+    );
+
+    let el = tools
+        .call(
+            "browser_evaluate",
+            json!({"expression": "el => el.value.toUpperCase()", "ref": query}),
+        )
+        .await;
+    assert_eq!(el["value"], "ABC", "{el:#}");
+    let u = tools
+        .call("browser_evaluate", json!({"expression": "undefined"}))
+        .await;
+    assert_eq!(
+        (u["value"].clone(), u["type"].clone()),
+        (json!("undefined"), json!("undefined")),
+        "{u:#}"
+    );
+
+    // A new tab becomes current and has its own supervisor; closing it goes back.
+    let first = tools.call("browser_tabs", json!({})).await;
+    let first_id = first["tabs"][0]["tab_id"].clone();
+    let n = tools
+        .call(
+            "browser_tabs",
+            json!({"action": "new", "url": fx.url("localhost", "/same.html")}),
+        )
+        .await;
+    let tabs = n["tabs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(tabs.len(), 2, "{n:#}");
+    let new_id = tabs
+        .iter()
+        .find(|t| t["current"] == true)
+        .map(|t| t["tab_id"].clone())
+        .unwrap_or_default();
+    assert_ne!(new_id, first_id, "{n:#}");
+    let stale_here = tools.call("browser_click", json!({"ref": show})).await;
+    assert_eq!(
+        stale_here["error"]["code"], "unknown_ref",
+        "the new tab has no refs yet: {stale_here:#}"
+    );
+    let closed = tools
+        .call("browser_tabs", json!({"action": "close", "tab_id": new_id}))
+        .await;
+    assert_eq!(
+        closed["tabs"].as_array().map(Vec::len),
+        Some(1),
+        "{closed:#}"
+    );
+    assert_eq!(closed["tabs"][0]["tab_id"], first_id, "{closed:#}");
+    assert_eq!(closed["tabs"][0]["current"], true, "{closed:#}");
+
+    // Back on the first tab its refs still work until the document changes.
+    let again = tools.call("browser_click", json!({"ref": show})).await;
+    assert_eq!(again["status"], "done", "{again:#}");
+    let nav = tools
+        .call(
+            "browser_navigate",
+            json!({"url": fx.url("localhost", "/same.html")}),
+        )
+        .await;
+    assert_eq!(nav["status"], "loaded", "{nav:#}");
+    let stale = tools.call("browser_click", json!({"ref": show})).await;
+    assert_eq!(stale["error"]["code"], "stale_ref", "{stale:#}");
+    assert!(
+        stale["error"]["next_step"]
+            .as_str()
+            .is_some_and(|s| s.contains("browser_snapshot")),
+        "{stale:#}"
+    );
+}
