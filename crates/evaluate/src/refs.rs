@@ -9,15 +9,23 @@
 //! page session with `frameId` when the frame is in that session's
 //! `Page.getFrameTree`, or on the OOPIF's own session otherwise (the target
 //! whose `targetId` equals the frame id). Each child tree is spliced under
-//! its `Iframe` node.
+//! its `Iframe` node. The frames are walked one iframe level at a time and
+//! every call of a level runs concurrently under the one budget (the main
+//! frame's tree together with its `Page.getFrameTree`; all `describeNode`s;
+//! all OOPIF attaches; all child trees).
 //!
 //! Transparent nodes (their children are hoisted, field case C18): ignored
 //! nodes, `none`/`presentation`, unnamed `generic` (and unnamed
 //! `LabelText`/`group`), the document roots and line breaks.
-//! `InlineTextBox` and list markers are dropped; `StaticText` that only
-//! repeats its parent's name is merged into the parent's line; adjacent text
-//! runs become one `text` line, and a node with no name whose only content is
-//! one text run carries it as `: "text"`.
+//! `InlineTextBox` and list markers are dropped. Text: `StaticText` that
+//! only repeats the name of its nearest named ancestor is merged into that
+//! line, and a run that repeats the name of the line just before or after it
+//! (a label) is dropped, as are runs with no letter or digit (`•`, `|`);
+//! adjacent runs become one `text` line, and a node with no name
+//! whose only content is one text run carries it as `: "text"`. Wrappers
+//! (unnamed `list`, `listitem`, `paragraph`, `group`, `strong`, `figure`…
+//! with no text, state or ref) are replaced by their child when they have
+//! one, and by their children when they are their parent's only child.
 //!
 //! Refs `e1, e2, …` are given in document (AX) order to interactive roles
 //! (named or not), to named content roles (headings, cells, list items,
@@ -32,16 +40,24 @@
 //! - main [ref=e1]
 //!   - button "Delete" [ref=e2] [nth=1]
 //!   - checkbox "Agree" [checked] [ref=e3]
-//!   - heading "News" [level=2] [ref=e4]
-//!   - paragraph: "Some text"
+//!   - h2 "News" [ref=e4]
+//!     - link [ref=e5]
+//!   - "Some words"
+//!   - paragraph: "Some text cut at seventy characters…"
 //! ```
 //!
 //! One line per node, two spaces per depth, names JSON-quoted, states in
 //! brackets (`checked`, `checked=mixed`, `disabled`, `expanded`, `selected`,
-//! `level=N`, `value="…"`), then `[ref=eN]` and `[nth=N]` when N > 0.
+//! `level=N`, `value="…"`), then `[ref=eN]` and `[nth=N]` when N > 0. Made
+//! for an agent's token budget: a text run is its quoted text alone; a
+//! heading of level 1–6 is `h1`…`h6`; a name equal to the parent line's
+//! name is not repeated (unless the line has an `nth`); names, text and
+//! values longer than 70 characters are cut with `…` (the [`RefMap`] and the
+//! JSON form keep them whole).
 //! [`RenderOptions`] selects interactive-only, a character cap (a marker line
 //! replaces cut lines; their refs leave the returned [`RefMap`]) and a depth
-//! limit. [`RenderedSnapshot::json`] is the same content as nested JSON.
+//! limit. [`RenderedSnapshot::json`] is the same lines as nested JSON, with
+//! the roles, states and whole strings of the tree.
 //!
 //! ## Acting on refs
 //!

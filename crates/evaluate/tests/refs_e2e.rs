@@ -217,7 +217,8 @@ async fn c21_same_process_and_oopif_content_is_spliced_and_oopif_click_fires() {
     assert!(text.contains("- Iframe \"Cross-site frame\""), "{text}");
     assert!(
         text.contains("  - button \"Cross-site child button\""),
-        "{text}"
+        "{text}\nnotes: {:?}",
+        snap.notes()
     );
     assert!(!text.contains("Short-lived"), "{text}");
     insta::assert_snapshot!("c21_text", text);
@@ -481,9 +482,11 @@ async fn saved_pages_every_ref_matches_its_node() {
         total_inter <= 100 * 1024,
         "interactive-only total {total_inter} B over 100 KB"
     );
+    // Half of Playwright's `ariaSnapshot` text for the same nine pages
+    // (343,247 B, measured by `cargo xtask bench`).
     assert!(
-        total_full < 343 * 1024,
-        "full total {total_full} B not under Playwright's ~343 KB"
+        total_full * 2 <= 343_247,
+        "full total {total_full} B over half of Playwright's 343,247 B"
     );
     tab.close().await;
 }

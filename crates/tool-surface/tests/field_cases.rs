@@ -1305,7 +1305,7 @@ async fn c19_duplicate_unnamed_and_reordered_controls_get_refs_that_hit_the_righ
     tools.call("browser_click", json!({"ref": s})).await;
     eval_until(&tools, log, json!("picked Small")).await;
     // Generated text has no DOM node: never offered as a ref.
-    let (_, generated) = line_with(&t, "text \"(mandatory)\"");
+    let (_, generated) = line_with(&t, "- \"(mandatory)\"");
     assert!(!generated.contains("[ref="), "{t}");
     assert!(
         t.contains("textbox \"Name (mandatory)\" [ref="),

@@ -1,6 +1,6 @@
 //! Text and JSON rendering of a snapshot tree, with the render options.
 
-use super::tree::{is_interactive_role, SnapshotNode, IFRAME_ROLE};
+use super::tree::{is_interactive_role, SnapshotNode, IFRAME_ROLE, TEXT_ROLE};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -20,21 +20,42 @@ pub struct RenderOptions {
     pub max_depth: Option<usize>,
 }
 
+/// Longest name, text or value shown on a text line, in characters; longer
+/// strings are cut at a character boundary and end with `…` (the ref map and
+/// the JSON form keep them whole).
+pub(crate) const MAX_TEXT_CHARS: usize = 70;
+
 /// One rendered line: a node at an indentation depth.
 #[derive(Debug, Clone)]
 pub(crate) struct Line<'a> {
     pub depth: usize,
     pub node: &'a SnapshotNode,
+    /// The name only repeats the parent line's name and is not shown.
+    pub same_name_as_parent: bool,
 }
 
-/// The text form of one node (no indentation, no trailing newline), e.g.
+/// The text form of one line (no indentation, no trailing newline), e.g.
 /// `- button "Delete" [disabled] [ref=e3] [nth=1]`.
-pub(crate) fn line_text(n: &SnapshotNode) -> String {
-    let mut s = String::with_capacity(32 + n.name.len());
+pub(crate) fn line_text(l: &Line<'_>) -> String {
+    let n = l.node;
+    let mut s = String::with_capacity(32 + n.name.len().min(MAX_TEXT_CHARS + 8));
     s.push_str("- ");
-    s.push_str(&n.role);
-    if !n.name.is_empty() {
-        s.push(' ');
+    // A text run is just its quoted text: `- "Some words"`.
+    let text_run = n.role == TEXT_ROLE && !n.name.is_empty();
+    // A heading of level 1 to 6 is `h1`…`h6` (no `[level=N]`).
+    let h_level = n
+        .states
+        .level
+        .filter(|l| n.role == "heading" && (1..=6).contains(l));
+    if let Some(l) = h_level {
+        let _ = write!(s, "h{l}");
+    } else if !text_run {
+        s.push_str(&n.role);
+    }
+    if !n.name.is_empty() && !l.same_name_as_parent {
+        if !text_run {
+            s.push(' ');
+        }
         s.push_str(&json_quote(&n.name));
     }
     let st = &n.states;
@@ -52,7 +73,7 @@ pub(crate) fn line_text(n: &SnapshotNode) -> String {
     if st.selected {
         s.push_str(" [selected]");
     }
-    if let Some(l) = st.level {
+    if let Some(l) = st.level.filter(|_| h_level.is_none()) {
         let _ = write!(s, " [level={l}]");
     }
     if let Some(v) = &st.value {
@@ -71,8 +92,13 @@ pub(crate) fn line_text(n: &SnapshotNode) -> String {
     s
 }
 
+/// `s` JSON-quoted, cut to [`MAX_TEXT_CHARS`] characters with `…`.
 fn json_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{}\"", s.escape_default()))
+    let s = match s.char_indices().nth(MAX_TEXT_CHARS) {
+        Some((cut, _)) => format!("{}…", s[..cut].trim_end()),
+        None => s.to_string(),
+    };
+    serde_json::to_string(&s).unwrap_or_else(|_| format!("\"{}\"", s.escape_default()))
 }
 
 /// Lines in document order after `interactive_only` and `max_depth`.
@@ -80,6 +106,7 @@ pub(crate) fn lines<'a>(nodes: &'a [SnapshotNode], opts: &RenderOptions) -> Vec<
     fn visit<'a>(
         nodes: &'a [SnapshotNode],
         depth: usize,
+        parent_name: &str,
         opts: &RenderOptions,
         out: &mut Vec<Line<'a>>,
     ) {
@@ -90,28 +117,37 @@ pub(crate) fn lines<'a>(nodes: &'a [SnapshotNode], opts: &RenderOptions) -> Vec<
                 if opts.max_depth.is_some_and(|m| depth > m) {
                     continue;
                 }
-                out.push(Line { depth, node: n });
-                visit(&n.children, depth + 1, opts, out);
+                // `link "BBC"` > `image "BBC"` shows as `link "BBC"` > `image`;
+                // a name that `nth` counts under stays visible.
+                let same_name_as_parent =
+                    !n.name.is_empty() && n.name == parent_name && n.nth.is_none();
+                out.push(Line {
+                    depth,
+                    node: n,
+                    same_name_as_parent,
+                });
+                visit(&n.children, depth + 1, &n.name, opts, out);
             } else {
-                visit(&n.children, depth, opts, out);
+                visit(&n.children, depth, parent_name, opts, out);
             }
         }
     }
     let mut out = Vec::new();
-    visit(nodes, 0, opts, &mut out);
+    visit(nodes, 0, "", opts, &mut out);
     out
 }
 
 /// The text of `lines` under the cap: `(text, lines kept, truncated)`.
 pub(crate) fn text_of(lines: &[Line<'_>], max_chars: Option<usize>) -> (String, usize, bool) {
+    let bodies: Vec<String> = lines.iter().map(line_text).collect();
     let full: usize = lines
         .iter()
-        .map(|l| l.depth * 2 + line_text(l.node).len() + 1)
+        .zip(&bodies)
+        .map(|(l, b)| l.depth * 2 + b.len() + 1)
         .sum();
     let max_chars = max_chars.filter(|cap| full > *cap);
-    let mut text = String::new();
-    for (i, l) in lines.iter().enumerate() {
-        let body = line_text(l.node);
+    let mut text = String::with_capacity(full.min(max_chars.unwrap_or(full)));
+    for (i, (l, body)) in lines.iter().zip(&bodies).enumerate() {
         let len = l.depth * 2 + body.len() + 1;
         if let Some(cap) = max_chars {
             let marker = truncation_marker(lines.len() - i);
@@ -126,7 +162,7 @@ pub(crate) fn text_of(lines: &[Line<'_>], max_chars: Option<usize>) -> (String, 
         for _ in 0..l.depth {
             text.push_str("  ");
         }
-        text.push_str(&body);
+        text.push_str(body);
         text.push('\n');
     }
     (text, lines.len(), false)

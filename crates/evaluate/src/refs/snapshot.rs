@@ -8,11 +8,14 @@ use cdp_transport::{Budget, Connection, FrameId, LoaderId, Session, SessionId, T
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// Per session: frame id → loader id from `Page.getFrameTree`, and the session's own (root) frame.
-type FrameTrees = HashMap<Option<SessionId>, (HashMap<FrameId, LoaderId>, Option<FrameId>)>;
+type FrameTrees = HashMap<Option<SessionId>, FrameTree>;
 
 /// Limits of one snapshot walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +70,9 @@ pub struct Snapshot {
 #[derive(Debug, Clone)]
 pub struct RenderedSnapshot {
     /// One line per node: 2 spaces per depth, `- role "name" [states] [ref=eN] [nth=N]`,
-    /// `: "text"` for folded text; a truncation marker line when cut.
+    /// `: "text"` for folded text, `- "text"` for a text run, `h1`…`h6` for
+    /// headings, strings cut at 70 characters with `…`; a truncation marker
+    /// line when cut (format in the [`crate::refs`] module docs).
     pub text: String,
     /// The same lines as a nested JSON-serializable tree.
     pub json: Vec<JsonNode>,
@@ -247,14 +252,18 @@ impl AxSnapshotter {
     /// Takes a snapshot of the page and every frame in it, with refs.
     ///
     /// The main frame's tree comes from `Accessibility.getFullAXTree` on the
-    /// page session; each `Iframe` node is mapped to its frame with
+    /// page session (sent together with its `Page.getFrameTree`); each
+    /// `Iframe` node is mapped to its frame with
     /// `DOM.describeNode{backendNodeId}` (`frameId`); a frame listed by
     /// `Page.getFrameTree` on the same session is queried there with
     /// `frameId`, any other is an OOPIF: the target whose `targetId` equals
-    /// the frame id is attached and queried on its own session (recursively,
-    /// up to `opts.max_frame_depth`). A child frame that fails (detached
-    /// mid-walk, no target) is skipped with a note; the snapshot as a whole
-    /// fails only when the main frame does or the budget ends.
+    /// the frame id (listed by `Target.getTargets`, sent only when an OOPIF
+    /// has no cached session) is attached and queried on its own session
+    /// (recursively, up to `opts.max_frame_depth`). Calls of one iframe level
+    /// run concurrently. A child frame that fails (detached mid-walk, no
+    /// target) is skipped with a note; the snapshot as a whole fails only
+    /// when the main frame does or the budget ends. The raw trees are freed
+    /// on the blocking pool after the build.
     ///
     /// # Errors
     /// [`Error::Transport`] for a failed main-frame call or an expired or
@@ -275,247 +284,221 @@ impl AxSnapshotter {
         let mut notes = Vec::new();
         // Per session: frame id -> loader id, and the session's own (root) frame.
         let mut trees: FrameTrees = HashMap::new();
-        let mut targets: Option<Vec<(TargetId, String)>> = None;
-        let mut queue = std::collections::VecDeque::from([Pending {
+        // One level of the frame tree at a time; every call within a level
+        // runs concurrently, all under the one budget.
+        let mut level = vec![Pending {
             session: self.page.clone(),
             frame_id: None,
             parent: None,
             depth: 0,
             is_oopif: false,
-        }]);
-        while let Some(p) = queue.pop_front() {
-            if frames.len() >= opts.max_frames {
+        }];
+        while !level.is_empty() {
+            let room = opts.max_frames.saturating_sub(frames.len());
+            if level.len() > room {
                 notes.push(format!(
                     "frame cap of {} reached: remaining frames skipped",
                     opts.max_frames
                 ));
-                break;
+                level.truncate(room);
             }
-            let main = frames.is_empty();
-            let r = self.fetch_frame(&p, &mut trees, &budget).await;
-            let (info, mut ax, iframe_nodes) = match r {
-                Ok(x) => x,
-                Err(e) if main || budget.is_expired() || budget.is_cancelled() => return Err(e),
-                Err(e) => {
-                    notes.push(format!(
-                        "frame {} skipped: {e}",
-                        p.frame_id.as_ref().map_or("(oopif)", FrameId::as_str)
-                    ));
-                    continue;
+            let fetched = join_all(
+                level
+                    .iter()
+                    .map(|p| {
+                        let need_tree = !trees.contains_key(&p.session.id().cloned());
+                        fetch_frame(p, need_tree, &budget)
+                    })
+                    .collect(),
+            )
+            .await;
+            // (frame index, session, iframe backend id, depth) of this level's iframes.
+            let mut iframes = Vec::new();
+            for (p, r) in level.iter().zip(fetched) {
+                let main = frames.is_empty() && p.parent.is_none();
+                let (tree, nodes) = match r {
+                    Ok(x) => x,
+                    Err(e) if main || budget.is_expired() || budget.is_cancelled() => {
+                        return Err(e)
+                    }
+                    Err(e) => {
+                        notes.push(format!(
+                            "frame {} skipped: {e}",
+                            p.frame_id.as_ref().map_or("(oopif)", FrameId::as_str)
+                        ));
+                        continue;
+                    }
+                };
+                let key = p.session.id().cloned();
+                if let Some(t) = tree {
+                    trees.insert(key.clone(), t);
                 }
-            };
-            let idx = frames.len();
-            if let Some((parent, backend)) = p.parent {
-                if let Some(pa) = axes.get_mut(parent) {
-                    pa.iframes.insert(backend, idx);
+                let idx = frames.len();
+                if let Some((parent, backend)) = p.parent {
+                    if let Some(pa) = axes.get_mut(parent) {
+                        pa.iframes.insert(backend, idx);
+                    }
                 }
+                let (info, iframe_nodes) = frame_info(p, &nodes, trees.get(&key));
+                for backend in iframe_nodes {
+                    if p.depth + 1 > opts.max_frame_depth {
+                        notes.push(format!(
+                            "iframe node {backend}: frame depth cap of {} reached",
+                            opts.max_frame_depth
+                        ));
+                        continue;
+                    }
+                    iframes.push((idx, p.session.clone(), backend, p.depth + 1));
+                }
+                frames.push(info);
+                axes.push(FrameAx {
+                    nodes,
+                    iframes: HashMap::new(),
+                });
             }
-            ax.iframes.clear();
-            let mut info = info;
-            info.parent = p.parent.map(|(i, _)| i);
-            info.is_oopif = p.is_oopif;
-            let session = info.session.clone();
-            let known = trees
-                .get(&session.id().cloned())
-                .map(|t| t.0.clone())
-                .unwrap_or_default();
-            frames.push(info);
-            axes.push(ax);
-            for backend in iframe_nodes {
-                if p.depth + 1 > opts.max_frame_depth {
-                    notes.push(format!(
-                        "iframe node {backend}: frame depth cap of {} reached",
-                        opts.max_frame_depth
-                    ));
-                    continue;
-                }
-                let d = session
-                    .call(
+            level = self
+                .child_frames(iframes, &trees, &mut notes, &budget)
+                .await?;
+        }
+        // Iframe maps were filled as children were fetched.
+        let snapshot =
+            Snapshot::from_parts(self.page.clone(), frames, &axes, notes, start.elapsed());
+        drop_later(axes);
+        Ok(snapshot)
+    }
+
+    /// Maps iframe nodes to the frames to fetch next: `DOM.describeNode` for
+    /// all of them at once, then the OOPIF sessions (cached or attached) at once.
+    async fn child_frames(
+        &self,
+        iframes: Vec<(usize, Session, i64, usize)>,
+        trees: &FrameTrees,
+        notes: &mut Vec<String>,
+        budget: &Budget,
+    ) -> Result<Vec<Pending>> {
+        let described = join_all(
+            iframes
+                .iter()
+                .map(|(_, session, backend, _)| {
+                    session.call(
                         "DOM.describeNode",
                         json!({"backendNodeId": backend}),
                         budget.clone(),
                     )
-                    .await;
-                let frame_id = match d {
-                    Ok(v) => v
-                        .pointer("/node/frameId")
-                        .and_then(Value::as_str)
-                        .map(FrameId::new),
-                    Err(e) if budget.is_expired() || budget.is_cancelled() => {
-                        return Err(Error::transport("DOM.describeNode", e));
-                    }
-                    Err(e) => {
-                        notes.push(format!("iframe node {backend} skipped: {e}"));
-                        continue;
-                    }
-                };
-                let Some(frame_id) = frame_id else {
-                    notes.push(format!("iframe node {backend} has no frame"));
-                    continue;
-                };
-                if known.contains_key(&frame_id) {
-                    queue.push_back(Pending {
-                        session: session.clone(),
-                        frame_id: Some(frame_id),
-                        parent: Some((idx, backend)),
-                        depth: p.depth + 1,
-                        is_oopif: false,
-                    });
-                    continue;
-                }
-                // Not in this session's frame tree: an OOPIF with its own target.
-                match self.oopif_session(&frame_id, &mut targets, &budget).await {
-                    Ok(Some(s)) => queue.push_back(Pending {
-                        session: s,
-                        frame_id: None,
-                        parent: Some((idx, backend)),
-                        depth: p.depth + 1,
-                        is_oopif: true,
-                    }),
-                    Ok(None) => notes.push(format!(
-                        "frame {frame_id} skipped: no frame tree entry and no target"
-                    )),
-                    Err(e) if budget.is_expired() || budget.is_cancelled() => return Err(e),
-                    Err(e) => notes.push(format!("frame {frame_id} skipped: {e}")),
-                }
-            }
-        }
-        // Iframe maps were filled as children were fetched.
-        Ok(Snapshot::from_parts(
-            self.page.clone(),
-            frames,
-            &axes,
-            notes,
-            start.elapsed(),
-        ))
-    }
-
-    /// Fetches one frame's AX tree; returns its info, its nodes and the
-    /// backend ids of its non-ignored `Iframe` nodes.
-    async fn fetch_frame(
-        &self,
-        p: &Pending,
-        trees: &mut FrameTrees,
-        budget: &Budget,
-    ) -> Result<(FrameInfo, FrameAx, Vec<i64>)> {
-        let key = p.session.id().cloned();
-        if !trees.contains_key(&key) {
-            let v = p
-                .session
-                .call("Page.getFrameTree", json!({}), budget.clone())
-                .await
-                .map_err(|e| Error::transport("Page.getFrameTree", e))?;
-            let mut map = HashMap::new();
-            collect_loaders(v.get("frameTree").unwrap_or(&Value::Null), &mut map);
-            let root = v
-                .pointer("/frameTree/frame/id")
-                .and_then(Value::as_str)
-                .map(FrameId::new);
-            trees.insert(key.clone(), (map, root));
-        }
-        let params = match &p.frame_id {
-            Some(f) => json!({"frameId": f.as_str()}),
-            None => json!({}),
-        };
-        let v = p
-            .session
-            .call("Accessibility.getFullAXTree", params, budget.clone())
-            .await
-            .map_err(|e| Error::transport("Accessibility.getFullAXTree", e))?;
-        let nodes = match v.get("nodes") {
-            Some(Value::Array(a)) => a.clone(),
-            _ => {
-                return Err(Error::UnexpectedReply {
-                    method: "Accessibility.getFullAXTree".into(),
-                    detail: "no nodes array".into(),
                 })
-            }
-        };
-        let (loaders, session_root) = trees.get(&key).cloned().unwrap_or_default();
-        let root = nodes
-            .iter()
-            .find(|n| n.get("parentId").is_none_or(Value::is_null));
-        let frame_id = p
-            .frame_id
-            .clone()
-            .or_else(|| {
-                root.and_then(|r| r.get("frameId"))
+                .collect(),
+        )
+        .await;
+        let mut next = Vec::new();
+        let mut oopifs = Vec::new();
+        for ((idx, session, backend, depth), d) in iframes.into_iter().zip(described) {
+            let frame_id = match d {
+                Ok(v) => v
+                    .pointer("/node/frameId")
                     .and_then(Value::as_str)
-                    .map(FrameId::new)
-            })
-            .or(session_root)
-            .unwrap_or_else(|| FrameId::new(""));
-        let root_backend = root
-            .and_then(|r| r.get("backendDOMNodeId"))
-            .and_then(Value::as_i64)
-            .map(cdp_transport::BackendNodeId);
-        let iframes = nodes
-            .iter()
-            .filter(|n| {
-                tree::role_of(n) == IFRAME_ROLE
-                    && !n.get("ignored").and_then(Value::as_bool).unwrap_or(false)
-            })
-            .filter_map(|n| n.get("backendDOMNodeId").and_then(Value::as_i64))
-            .collect();
-        let info = FrameInfo {
-            loader_id: loaders.get(&frame_id).cloned(),
-            frame_id,
-            session_id: key,
-            is_oopif: false,
-            parent: None,
-            session: p.session.clone(),
-            root_backend,
-        };
-        Ok((
-            info,
-            FrameAx {
-                nodes,
-                iframes: HashMap::new(),
-            },
-            iframes,
-        ))
-    }
-
-    /// The (cached or newly attached) session of the OOPIF target for `frame_id`.
-    async fn oopif_session(
-        &self,
-        frame_id: &FrameId,
-        targets: &mut Option<Vec<(TargetId, String)>>,
-        budget: &Budget,
-    ) -> Result<Option<Session>> {
-        let tid = TargetId::new(frame_id.as_str());
-        let cached = self.oopifs.lock().ok().and_then(|m| m.get(&tid).cloned());
-        if let Some(s) = cached {
-            if s.closed_reason().is_none() {
-                return Ok(Some(s));
+                    .map(FrameId::new),
+                Err(e) if budget.is_expired() || budget.is_cancelled() => {
+                    return Err(Error::transport("DOM.describeNode", e));
+                }
+                Err(e) => {
+                    notes.push(format!("iframe node {backend} skipped: {e}"));
+                    continue;
+                }
+            };
+            let Some(frame_id) = frame_id else {
+                notes.push(format!("iframe node {backend} has no frame"));
+                continue;
+            };
+            let known = trees
+                .get(&session.id().cloned())
+                .is_some_and(|t| t.0.contains_key(&frame_id));
+            if known {
+                next.push(Pending {
+                    session,
+                    frame_id: Some(frame_id),
+                    parent: Some((idx, backend)),
+                    depth,
+                    is_oopif: false,
+                });
+            } else {
+                // Not in this session's frame tree: an OOPIF with its own target.
+                oopifs.push((idx, backend, depth, frame_id));
             }
         }
-        if targets.is_none() {
+        // Chromium creates the DevTools host of an OOPIF target on
+        // `Target.getTargets`; `attachToTarget` alone does not find it. So a
+        // frame with no cached session costs one `getTargets` per level.
+        let uncached = oopifs
+            .iter()
+            .any(|(_, _, _, frame_id)| self.cached_oopif(frame_id).is_none());
+        let targets = if uncached {
             let v = self
                 .conn
                 .browser()
                 .call("Target.getTargets", json!({}), budget.clone())
                 .await
                 .map_err(|e| Error::transport("Target.getTargets", e))?;
-            let list = v
-                .get("targetInfos")
+            v.get("targetInfos")
                 .and_then(Value::as_array)
                 .map(|a| {
                     a.iter()
-                        .filter_map(|t| {
-                            let id = t.get("targetId")?.as_str()?;
-                            let ty = t.get("type").and_then(Value::as_str).unwrap_or("");
-                            Some((TargetId::new(id), ty.to_string()))
-                        })
+                        .filter_map(|t| Some(TargetId::new(t.get("targetId")?.as_str()?)))
                         .collect()
                 })
-                .unwrap_or_default();
-            *targets = Some(list);
+                .unwrap_or_default()
+        } else {
+            HashSet::new()
+        };
+        let sessions = join_all(
+            oopifs
+                .iter()
+                .map(|(_, _, _, frame_id)| self.oopif_session(frame_id, &targets, budget))
+                .collect(),
+        )
+        .await;
+        for ((idx, backend, depth, frame_id), s) in oopifs.into_iter().zip(sessions) {
+            match s {
+                Ok(Some(s)) => next.push(Pending {
+                    session: s,
+                    frame_id: None,
+                    parent: Some((idx, backend)),
+                    depth,
+                    is_oopif: true,
+                }),
+                Ok(None) => notes.push(format!(
+                    "frame {frame_id} skipped: no frame tree entry and no target"
+                )),
+                Err(e) if budget.is_expired() || budget.is_cancelled() => return Err(e),
+                Err(e) => notes.push(format!("frame {frame_id} skipped: {e}")),
+            }
         }
-        let found = targets
-            .as_ref()
-            .is_some_and(|l| l.iter().any(|(id, _)| *id == tid));
-        if !found {
+        Ok(next)
+    }
+
+    /// The cached, still open session of the OOPIF whose frame id is `frame_id`.
+    fn cached_oopif(&self, frame_id: &FrameId) -> Option<Session> {
+        let tid = TargetId::new(frame_id.as_str());
+        self.oopifs
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&tid).cloned())
+            .filter(|s| s.closed_reason().is_none())
+    }
+
+    /// The (cached or newly attached) session of the OOPIF target for
+    /// `frame_id` (an OOPIF's target id is its frame id); `None` when no
+    /// cached session exists and `targets` does not list it.
+    async fn oopif_session(
+        &self,
+        frame_id: &FrameId,
+        targets: &HashSet<TargetId>,
+        budget: &Budget,
+    ) -> Result<Option<Session>> {
+        if let Some(s) = self.cached_oopif(frame_id) {
+            return Ok(Some(s));
+        }
+        let tid = TargetId::new(frame_id.as_str());
+        if !targets.contains(&tid) {
             return Ok(None);
         }
         let s = self
@@ -527,6 +510,132 @@ impl AxSnapshotter {
             m.insert(tid, s.clone());
         }
         Ok(Some(s))
+    }
+}
+
+/// One session's frame tree: frame id → loader id, and the session's root frame.
+type FrameTree = (HashMap<FrameId, LoaderId>, Option<FrameId>);
+
+/// Fetches one frame's AX tree (`nodes`, moved out of the reply, not copied)
+/// and, when `need_tree`, its session's `Page.getFrameTree`, both at once.
+async fn fetch_frame(
+    p: &Pending,
+    need_tree: bool,
+    budget: &Budget,
+) -> Result<(Option<FrameTree>, Vec<Value>)> {
+    let params = match &p.frame_id {
+        Some(f) => json!({"frameId": f.as_str()}),
+        None => json!({}),
+    };
+    let ax = p
+        .session
+        .call("Accessibility.getFullAXTree", params, budget.clone());
+    let tree = async {
+        if !need_tree {
+            return Ok(None);
+        }
+        let v = p
+            .session
+            .call("Page.getFrameTree", json!({}), budget.clone())
+            .await
+            .map_err(|e| Error::transport("Page.getFrameTree", e))?;
+        let mut map = HashMap::new();
+        collect_loaders(v.get("frameTree").unwrap_or(&Value::Null), &mut map);
+        let root = v
+            .pointer("/frameTree/frame/id")
+            .and_then(Value::as_str)
+            .map(FrameId::new);
+        Ok(Some((map, root)))
+    };
+    let (ax, tree) = tokio::join!(ax, tree);
+    let tree = tree?;
+    let v = ax.map_err(|e| Error::transport("Accessibility.getFullAXTree", e))?;
+    let nodes = match v {
+        Value::Object(mut m) => match m.remove("nodes") {
+            Some(Value::Array(a)) => Some(a),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(nodes) = nodes else {
+        return Err(Error::UnexpectedReply {
+            method: "Accessibility.getFullAXTree".into(),
+            detail: "no nodes array".into(),
+        });
+    };
+    Ok((tree, nodes))
+}
+
+/// The frame's [`FrameInfo`] and the backend ids of its non-ignored `Iframe` nodes.
+fn frame_info(p: &Pending, nodes: &[Value], tree: Option<&FrameTree>) -> (FrameInfo, Vec<i64>) {
+    let root = nodes
+        .iter()
+        .find(|n| n.get("parentId").is_none_or(Value::is_null));
+    let frame_id = p
+        .frame_id
+        .clone()
+        .or_else(|| {
+            root.and_then(|r| r.get("frameId"))
+                .and_then(Value::as_str)
+                .map(FrameId::new)
+        })
+        .or_else(|| tree.and_then(|t| t.1.clone()))
+        .unwrap_or_else(|| FrameId::new(""));
+    let root_backend = root
+        .and_then(|r| r.get("backendDOMNodeId"))
+        .and_then(Value::as_i64)
+        .map(cdp_transport::BackendNodeId);
+    let iframes = nodes
+        .iter()
+        .filter(|n| {
+            tree::role_of(n) == IFRAME_ROLE
+                && !n.get("ignored").and_then(Value::as_bool).unwrap_or(false)
+        })
+        .filter_map(|n| n.get("backendDOMNodeId").and_then(Value::as_i64))
+        .collect();
+    let info = FrameInfo {
+        loader_id: tree.and_then(|t| t.0.get(&frame_id).cloned()),
+        frame_id,
+        session_id: p.session.id().cloned(),
+        is_oopif: p.is_oopif,
+        parent: p.parent.map(|(i, _)| i),
+        session: p.session.clone(),
+        root_backend,
+    };
+    (info, iframes)
+}
+
+/// Polls `futs` together on the caller's task and returns their outputs in
+/// order. Cancel safe: dropping it drops every future.
+async fn join_all<F: Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// Drops the raw AX trees (many small allocations: tens of milliseconds on a
+/// large page in a debug build) on the blocking pool, off the caller's path.
+fn drop_later<T: Send + 'static>(v: T) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => drop(h.spawn_blocking(move || drop(v))),
+        Err(_) => drop(v),
     }
 }
 

@@ -107,7 +107,7 @@ fn full_text_hoists_wrappers_merges_text_and_splices_frames() {
     - link "More" [ref=e2]
     - link "More" [ref=e3] [nth=1]
     - checkbox "Agree" [checked] [ref=e4]
-    - heading "News \"today\"" [level=2] [ref=e5]
+    - h2 "News \"today\"" [ref=e5]
     - paragraph: "Plain words"
     - Iframe "Ad" [ref=e6]
       - button "Inner" [ref=e7]
@@ -221,4 +221,72 @@ fn malformed_nodes_do_not_panic() {
     assert!(nodes.is_empty() && drafts.is_empty());
     let (nodes, drafts) = build(&[]);
     assert!(nodes.is_empty() && drafts.is_empty());
+}
+
+/// A page with the shapes the compact form folds: list wrappers, separators,
+/// a label before its control, a heading over a link of the same name, a
+/// long paragraph, a formatting wrapper repeating its heading's name.
+fn compact_fixture() -> Vec<FrameAx> {
+    let long = "word ".repeat(40);
+    let main = vec![
+        node(
+            "1",
+            None,
+            "RootWebArea",
+            "T",
+            &["2", "7", "9", "12", "14", "17"],
+            Some(1),
+        ),
+        node("2", Some("1"), "list", "", &["3", "5"], Some(2)),
+        node("3", Some("2"), "listitem", "", &["4"], Some(3)),
+        node("4", Some("3"), "link", "News", &[], Some(4)),
+        node("5", Some("2"), "listitem", "", &["6"], Some(5)),
+        node("6", Some("5"), "link", "Sport", &[], Some(6)),
+        node("7", Some("1"), "StaticText", " • ", &[], Some(7)),
+        node("9", Some("1"), "StaticText", "Email", &[], Some(9)),
+        node("12", Some("1"), "textbox", "Email", &[], Some(12)),
+        with_prop(
+            node("14", Some("1"), "heading", "Story", &["15"], Some(14)),
+            "level",
+            json!(3),
+        ),
+        node("15", Some("14"), "link", "Story", &["16"], Some(15)),
+        node("16", Some("15"), "emphasis", "", &["18"], Some(16)),
+        node("18", Some("16"), "StaticText", "Story", &[], Some(18)),
+        node("17", Some("1"), "navigation", "", &["19"], Some(17)),
+        node("19", Some("17"), "list", "", &["20", "21"], Some(19)),
+        node("20", Some("19"), "link", "A", &[], Some(20)),
+        node("21", Some("19"), "paragraph", "", &["22"], Some(21)),
+        node("22", Some("21"), "StaticText", &long, &[], Some(22)),
+    ];
+    vec![FrameAx {
+        nodes: main,
+        iframes: HashMap::new(),
+    }]
+}
+
+#[test]
+fn compact_form_folds_wrappers_labels_repeats_and_caps_text() {
+    let frames = compact_fixture();
+    insta::assert_snapshot!(text(&frames, &RenderOptions::default()), @r#"
+    - list
+      - link "News" [ref=e1]
+      - link "Sport" [ref=e2]
+    - textbox "Email" [ref=e3]
+    - h3 "Story" [ref=e4]
+      - link [ref=e5]
+    - navigation
+      - link "A" [ref=e6]
+      - paragraph: "word word word word word word word word word word word word word word…"
+    "#);
+    // The ref map and the JSON keep whole names and text.
+    let (nodes, drafts) = build(&frames);
+    assert_eq!(drafts.len(), 6);
+    assert_eq!(drafts[4].name, "Story");
+    let lines = render::lines(&nodes, &RenderOptions::default());
+    let json = serde_json::to_value(render::json_of(&lines)).expect("json");
+    assert_eq!(
+        json[3]["children"][1]["text"].as_str().map(str::len),
+        Some(199)
+    );
 }

@@ -1,6 +1,7 @@
 //! Pure part of the snapshot: per-frame `Accessibility.getFullAXTree` node
 //! lists in, one spliced tree of [`SnapshotNode`]s with refs out. No I/O.
 
+use super::render::MAX_TEXT_CHARS;
 use cdp_transport::BackendNodeId;
 use serde::Serialize;
 use serde_json::Value;
@@ -62,6 +63,9 @@ const CONTENT_ROLES: &[&str] = &[
     "tabpanel",
 ];
 
+/// The role of a merged run of `StaticText`.
+pub(crate) const TEXT_ROLE: &str = "text";
+
 /// Chromium's role for an `<iframe>` element.
 pub(crate) const IFRAME_ROLE: &str = "Iframe";
 
@@ -85,6 +89,35 @@ const ALWAYS_TRANSPARENT: &[&str] = &[
 
 /// Roles dropped together with their subtree.
 const DROPPED: &[&str] = &["InlineTextBox", "ListMarker"];
+
+/// Structural and inline-formatting roles that are replaced by their child
+/// when they have no name, no text, no state, no ref and exactly one child
+/// line: `- listitem` over `- link "News"` is just `- link "News"`.
+const WRAPPERS: &[&str] = &[
+    "list",
+    "listitem",
+    "paragraph",
+    "group",
+    "superscript",
+    "subscript",
+    "strong",
+    "emphasis",
+    "mark",
+    "code",
+    "Abbr",
+    "blockquote",
+    "figure",
+    "Figcaption",
+    "note",
+    "article",
+    "insertion",
+    "deletion",
+    "term",
+    "definition",
+    "DescriptionList",
+    "DescriptionListTerm",
+    "DescriptionListDetail",
+];
 
 /// True for roles that always get a ref.
 pub fn is_interactive_role(role: &str) -> bool {
@@ -269,6 +302,15 @@ fn states_of(n: &Value, role: &str) -> States {
     s
 }
 
+/// The part of a name the text line shows (see [`MAX_TEXT_CHARS`]): text
+/// merged into a name must stay visible.
+fn shown(name: &str) -> &str {
+    match name.char_indices().nth(MAX_TEXT_CHARS) {
+        Some((cut, _)) => name.get(..cut).unwrap_or(name),
+        None => name,
+    }
+}
+
 fn normalize_ws(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for w in s.split_whitespace() {
@@ -324,19 +366,28 @@ impl<'a> Walker<'a> {
             return;
         }
         if role == "StaticText" {
-            if name.is_empty() || parent_name.contains(name.as_str()) {
+            // Text that repeats a named ancestor's name, and separators
+            // (`•`, `|`, `,`) with no letter or digit, carry nothing new.
+            if name.is_empty()
+                || shown(parent_name).contains(name.as_str())
+                || !name.chars().any(char::is_alphanumeric)
+            {
                 return;
             }
-            // Runs of text next to each other become one `text` line.
+            // Runs of text next to each other become one `text` line; a run
+            // that only repeats the line before it (a label) is dropped.
             if let Some(last) = out.last_mut() {
-                if last.role == "text" && last.children.is_empty() {
+                if last.name == name {
+                    return;
+                }
+                if last.role == TEXT_ROLE && last.children.is_empty() {
                     last.name.push(' ');
                     last.name.push_str(&name);
                     return;
                 }
             }
             out.push(SnapshotNode {
-                role: "text".into(),
+                role: TEXT_ROLE.into(),
                 name,
                 text: None,
                 states: States::default(),
@@ -360,7 +411,14 @@ impl<'a> Walker<'a> {
             frame: f,
         };
         let mut children = Vec::new();
-        self.walk_children(f, n, &mut children, &node.name, depth);
+        // An unnamed line passes its nearest named ancestor's name down, so
+        // `heading "X"` > `emphasis` > text "X" does not repeat "X".
+        let inherited = if node.name.is_empty() {
+            parent_name
+        } else {
+            node.name.as_str()
+        };
+        self.walk_children(f, n, &mut children, inherited, depth);
         if role == IFRAME_ROLE {
             let child = node
                 .backend
@@ -377,21 +435,34 @@ impl<'a> Walker<'a> {
         // A node with no name whose only content is one text run carries it on its own line.
         if node.name.is_empty()
             && children.len() == 1
-            && children[0].role == "text"
+            && children[0].role == TEXT_ROLE
             && node.role != IFRAME_ROLE
         {
             node.text = children.pop().map(|t| t.name);
         }
-        node.children = children;
-        // An unnamed leaf that gets no ref and shows nothing carries no information.
-        let empty = node.name.is_empty()
-            && node.text.is_none()
-            && node.children.is_empty()
-            && node.states == States::default()
-            && !wants_ref(&node);
-        if !empty {
-            out.push(node);
+        // A text run that only repeats this line's name (its label) goes.
+        if out
+            .last()
+            .is_some_and(|l| l.role == TEXT_ROLE && l.children.is_empty() && l.name == node.name)
+        {
+            out.pop();
         }
+        // A wrapper that is this line's only child adds nothing to the
+        // grouping this line already gives: its children take its place.
+        if children.len() == 1 && children[0].is_bare_wrapper() {
+            children = children.pop().map(|c| c.children).unwrap_or_default();
+        }
+        node.children = children;
+        if node.is_bare() && node.children.is_empty() {
+            // An unnamed leaf that gets no ref and shows nothing carries no information.
+            return;
+        }
+        // A wrapper with one child line is that line.
+        if node.children.len() == 1 && node.is_bare_wrapper() {
+            out.append(&mut node.children);
+            return;
+        }
+        out.push(node);
     }
 
     fn walk_children(
@@ -430,6 +501,21 @@ pub(crate) fn build(frames: &[FrameAx]) -> (Vec<SnapshotNode>, Vec<RefDraft>) {
     }
     let drafts = assign_refs(&mut out);
     (out, drafts)
+}
+
+impl SnapshotNode {
+    /// No name, no text, no state and no ref: the line shows only its role.
+    fn is_bare(&self) -> bool {
+        self.name.is_empty()
+            && self.text.is_none()
+            && self.states == States::default()
+            && !wants_ref(self)
+    }
+
+    /// A bare line whose role only groups or styles its content.
+    fn is_bare_wrapper(&self) -> bool {
+        self.is_bare() && WRAPPERS.contains(&self.role.as_str())
+    }
 }
 
 fn wants_ref(n: &SnapshotNode) -> bool {
