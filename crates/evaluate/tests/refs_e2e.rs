@@ -482,11 +482,12 @@ async fn saved_pages_every_ref_matches_its_node() {
         total_inter <= 100 * 1024,
         "interactive-only total {total_inter} B over 100 KB"
     );
-    // Half of Playwright's `ariaSnapshot` text for the same nine pages
-    // (343,247 B, measured by `cargo xtask bench`).
+    // A regression guard near half of Playwright's `ariaSnapshot` text for the
+    // same nine pages (343,247 B): the side-by-side ratio itself is measured
+    // by `cargo xtask bench`; this bound leaves 5% for layout-dependent text.
     assert!(
-        total_full * 2 <= 343_247,
-        "full total {total_full} B over half of Playwright's 343,247 B"
+        total_full <= 180_000,
+        "full total {total_full} B over the 180,000 B guard (half of Playwright's 343,247 B is 171,623 B)"
     );
     tab.close().await;
 }
