@@ -2,8 +2,8 @@
 //!
 //! An [`Engine`] evaluates JavaScript in one tab on its **own** flattened CDP
 //! sessions (never the supervisor's), so that ending a runaway script costs
-//! nothing else. Sessions are attached lazily, kept warm, and replaced after a
-//! termination.
+//! nothing else. Sessions are attached lazily and kept warm; one is replaced
+//! only when a termination did not take.
 //!
 //! ## How one evaluate runs
 //!
@@ -13,28 +13,43 @@
 //!    `auxData.frameId`; keyed by session because context ids are per process)
 //!    and the open dialog, if any. An OOPIF gets its own session the same way
 //!    (its target id equals its frame id).
-//! 2. The source's form is decided by compile checks (`Runtime.compileScript`,
-//!    which runs nothing): an expression (possibly with `await`) is returned,
-//!    a function literal is called (with the element, for element evaluate),
-//!    anything else that parses as an async function body runs as one. A
-//!    source that parses as none is `invalid_source`. The user's script is
-//!    sent exactly once.
-//! 3. The script runs inside a page-side wrapper (`Runtime.evaluate` in the
-//!    frame's main world, or `Runtime.callFunctionOn` on the element from
-//!    `DOM.resolveNode`). The wrapper races the script's promise against an
-//!    in-page timer just short of the deadline (so a promise that never
-//!    settles ends in the page too, field case C14), catches the script's
-//!    exception (`js_exception`, distinct from `invalid_source`), and
-//!    serializes the value into tagged JSON (field case C15).
+//! 2. The user's source is sent **once**, in one round trip in the common
+//!    case: `Runtime.evaluate` in the frame's main world (or
+//!    `Runtime.callFunctionOn` on the element from `DOM.resolveNode`) of a
+//!    small wrapper that holds the source in one form (see [`SourceForm`]):
+//!    statements when the source certainly is no expression (it starts with
+//!    `const`/`let x`/`if`/`return`/…, or has a `;` outside brackets),
+//!    a function when it is a function literal, an expression otherwise.
+//!    A wrapper that does not parse runs nothing: a `SyntaxError` reply is
+//!    compile-checked (`Runtime.compileScript` on exactly the text sent,
+//!    which runs nothing) to tell it from a `SyntaxError` the script threw
+//!    (`js_exception`), and a source that is no expression is then sent as
+//!    statements. A source that parses in no form is `invalid_source`.
+//! 3. The wrapper hands the script to a page-side helper, installed once per
+//!    execution context under a registered symbol on the global object (the
+//!    first evaluate in a context carries it; later ones send a few hundred
+//!    bytes). The helper runs the script, returns a value that is no promise
+//!    at once (a plain JSON primitive as itself, anything else as tagged
+//!    JSON, field case C15), and races a promise against an in-page timer
+//!    just short of the deadline (so a promise that never settles ends in the
+//!    page too, C14). It catches the script's exception (`js_exception`,
+//!    distinct from `invalid_source`).
 //! 4. Meanwhile the engine watches the deadline, the caller's cancellation,
 //!    `Page.javascriptDialogOpening` (ends the evaluate at once with
 //!    `dialog_opened`, C03) and the execution context's destruction
-//!    (`navigated` / `context_destroyed`, C10).
+//!    (`navigated` / `context_destroyed`, C10; a context that went away
+//!    after the script was sent gets 100 ms for its call to answer for
+//!    itself, since a call sent to a context already gone fails with "Cannot
+//!    find context", ran nothing, and is retried once in the new context).
 //! 5. On deadline or cancellation with the script sent:
-//!    `Runtime.terminateExecution` on that session, a short grace for the
-//!    call to end, then that session alone is detached and reattached lazily
-//!    next time (C13, C17). Chromium's own `timeout` parameter of
-//!    `Runtime.evaluate` is set a little past the deadline, as a second line.
+//!    `Runtime.terminateExecution` on that session and a short grace for the
+//!    call to end. When it ended (the loop really stopped), the session is
+//!    **kept warm** after the termination is acknowledged and a probe
+//!    evaluate answers; otherwise that session alone is detached and a fresh
+//!    one is attached at once in the background, so the next evaluate finds
+//!    it ready (C13, C17). New evaluates wait for this settling (a few ms).
+//!    Chromium's own `timeout` parameter of `Runtime.evaluate` is set a
+//!    little past the deadline, as a second line.
 //!
 //! ## Result encoding
 //!
@@ -66,7 +81,7 @@
 //! | `truncated` | `kind`: `string` (+ `length`, `value` prefix), `items`/`keys` (+ `omitted`), `depth`, `size` | the size cap, depth or item limit hit |
 //! | `unserializable` | `error` | anything the serializer could not read |
 
-use crate::engine_js;
+use crate::engine_js::{self, Helper};
 use crate::error::{DialogInfo, Error, Result, TimeoutKind};
 use cdp_transport::{
     BackendNodeId, Budget, Connection, Event, EventStream, FrameId, RecvError, Session, TargetId,
@@ -121,7 +136,8 @@ pub struct EngineConfig {
     /// Length of text excerpts (node text, function source, messages), characters. Default 200.
     pub text_excerpt_chars: u32,
     /// After `Runtime.terminateExecution`, how long to wait for the running
-    /// call to end before detaching the session anyway. Default 100 ms.
+    /// call to end. Ended in time: the session is kept (after a health
+    /// probe); not ended: it is detached and replaced. Default 100 ms.
     pub terminate_grace: Duration,
     /// Chromium's own `timeout` parameter of `Runtime.evaluate` is the
     /// remaining budget plus this margin (a second line only). Default 250 ms.
@@ -218,7 +234,8 @@ impl EvalRequest {
     }
 }
 
-/// How the engine read the source (decided by compile checks; nothing runs twice).
+/// How the engine read the source. Nothing runs twice: a form that does not
+/// parse runs nothing, and only then is the next form sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -246,7 +263,7 @@ pub struct EvalOutcome {
     pub frame_id: FrameId,
     /// The target whose session ran it (the page, or an OOPIF).
     pub target_id: TargetId,
-    /// Wall time of the whole evaluate, including attach and compile checks.
+    /// Wall time of the whole evaluate, including attach and any compile check.
     #[serde(skip)]
     pub elapsed: Duration,
 }
@@ -320,11 +337,22 @@ struct Ctx {
     unique_id: Option<String>,
 }
 
+/// Whether the page-side helper ([`engine_js`]) is in an execution context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HelperState {
+    /// Installed: send the short wrapper.
+    Installed,
+    /// Installing does not stick (a frozen global object): always send the installing wrapper.
+    Unstickable,
+}
+
 #[derive(Default)]
 struct WarmState {
     contexts: HashMap<FrameId, Ctx>,
     by_id: HashMap<i64, FrameId>,
     dialog: Option<DialogInfo>,
+    /// Helper state by execution context id (absent: not installed yet).
+    helpers: HashMap<i64, HelperState>,
 }
 
 /// One attached engine session with its tracker task.
@@ -348,6 +376,7 @@ impl Warm {
     }
     fn forget_context(&self, id: i64) {
         let mut st = self.lock();
+        st.helpers.remove(&id);
         if let Some(frame) = st.by_id.remove(&id) {
             if st.contexts.get(&frame).is_some_and(|c| c.id == id) {
                 st.contexts.remove(&frame);
@@ -366,10 +395,11 @@ struct Inner {
     config: EngineConfig,
     warm: Mutex<HashMap<TargetId, Arc<Warm>>>,
     attach_lock: tokio::sync::Mutex<()>,
-    /// True while a `Runtime.terminateExecution` that found nothing running
-    /// may still be pending in the renderer ("terminate the current or the
-    /// NEXT execution", C17): a probe evaluate absorbs it before new work starts.
-    absorbing: watch::Sender<bool>,
+    /// How many sessions are settling after a `Runtime.terminateExecution`
+    /// (health probe, or absorbing a termination that found nothing running:
+    /// "terminate the current or the NEXT execution", C17). New evaluates
+    /// wait until it is zero, so a stray termination never ends their script.
+    absorbing: watch::Sender<u32>,
     m: Counters,
 }
 
@@ -409,7 +439,7 @@ impl Engine {
                 config,
                 warm: Mutex::new(HashMap::new()),
                 attach_lock: tokio::sync::Mutex::new(()),
-                absorbing: watch::channel(false).0,
+                absorbing: watch::channel(0).0,
                 m: Counters::default(),
             }),
         }
@@ -637,6 +667,24 @@ impl Engine {
         let mut work = std::pin::pin!(work);
         let deadline = tokio::time::Instant::from_std(budget.deadline());
         let mut detached = false;
+        // An execution context that went away after the script was sent: the
+        // error, the context it was about, and when to give it. Until then
+        // the call may still answer "Cannot find context" (it was sent to a
+        // context already gone, so nothing ran and the work retries in the
+        // new one) or end by itself.
+        let mut interrupted: Option<(Error, Option<i64>, tokio::time::Instant)> = None;
+        let far = deadline + Duration::from_secs(3600);
+        // One deadline timer for the whole evaluate, registered before the
+        // work's first call registers its own (later) one: a timer earlier than
+        // every registered one wakes tokio's timer driver on another thread,
+        // which costs a measurable share of a small evaluate.
+        let expiry = tokio::time::sleep_until(deadline);
+        tokio::pin!(expiry);
+        std::future::poll_fn(|cx| {
+            let _ = expiry.as_mut().poll(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
         let finish = |(value, truncated, form): (Value, bool, SourceForm)| EvalOutcome {
             value,
             truncated,
@@ -652,8 +700,16 @@ impl Engine {
                 _ = budget.cancel_token().cancelled() => {
                     return self.stop(&warm, work.as_mut(), Stop::Cancel, budget, start, &sent).await.map(finish);
                 }
-                _ = tokio::time::sleep_until(deadline) => {
+                _ = &mut expiry => {
                     return self.stop(&warm, work.as_mut(), Stop::Deadline, budget, start, &sent).await.map(finish);
+                }
+                _ = tokio::time::sleep_until(interrupted.as_ref().map_or(far, |i| i.2)), if interrupted.is_some() => {
+                    if let Some((e, ctx_then, _)) = interrupted.take() {
+                        if sent.load(Ordering::SeqCst) && *lock(&ctx_id) == ctx_then {
+                            return Err(e);
+                        }
+                        debug!("context event did not concern the running script; going on");
+                    }
                 }
                 ev = recv_opt(&mut page_ev) => {
                     if let Some(ev) = ev {
@@ -664,7 +720,10 @@ impl Engine {
                         }
                         if same {
                             if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent, &mut detached) {
-                                return Err(e);
+                                if !sent.load(Ordering::SeqCst) {
+                                    return Err(e);
+                                }
+                                interrupted.get_or_insert((e, *lock(&ctx_id), tokio::time::Instant::now() + INTERRUPT_SETTLE));
                             }
                         } else if ev.method == EV_FRAME_DETACHED
                             && ev.str_param("frameId") == Some(warm.target_id.as_str())
@@ -680,7 +739,10 @@ impl Engine {
                 ev = recv_opt(&mut own_ev) => {
                     if let Some(ev) = ev {
                         if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent, &mut detached) {
-                            return Err(e);
+                            if !sent.load(Ordering::SeqCst) {
+                                return Err(e);
+                            }
+                            interrupted.get_or_insert((e, *lock(&ctx_id), tokio::time::Instant::now() + INTERRUPT_SETTLE));
                         }
                     }
                 }
@@ -689,7 +751,9 @@ impl Engine {
     }
 
     /// Deadline or cancellation while the work is pending: terminate (when
-    /// the script was sent), a grace for the call to end, detach that session.
+    /// the script was sent) and a grace for the call to end. The session is
+    /// then settled in the background ([`Engine::settle`]): kept when the
+    /// termination took, else detached and replaced.
     async fn stop<W>(
         &self,
         warm: &Arc<Warm>,
@@ -707,27 +771,29 @@ impl Engine {
         let mut terminated = false;
         if sent {
             bump(&self.inner.m.terminations);
+            let (ack_tx, ack) = watch::channel(None);
             let s = warm.session.clone();
             // Not chained on: the acknowledgement may come late (C17).
             tokio::spawn(async move {
-                if let Err(e) = s
+                let r = s
                     .call(RUNTIME_TERMINATE_EXECUTION, json!({}), CLEANUP_BUDGET)
-                    .await
-                {
+                    .await;
+                if let Err(e) = &r {
                     debug!(error = %e, "Runtime.terminateExecution");
                 }
+                ack_tx.send_replace(Some(r.is_ok()));
             });
-            match tokio::time::timeout(grace, work).await {
+            let ended = tokio::time::timeout(grace, work).await;
+            self.settle(warm, ended.is_ok(), ack);
+            match ended {
                 Ok(Ok(v)) if why == Stop::Deadline => {
                     // It finished inside the grace: hand the value over after all.
-                    self.retire_absorbing(warm);
                     return Ok(v);
                 }
                 Ok(Err(Error::Timeout {
                     kind: TimeoutKind::Promise,
                     ..
                 })) if why == Stop::Deadline => {
-                    self.retire_absorbing(warm);
                     return Err(timeout_err(TimeoutKind::Promise, budget, start, false));
                 }
                 Ok(_) => terminated = true,
@@ -736,7 +802,6 @@ impl Engine {
                     "call still pending after Runtime.terminateExecution"
                 ),
             }
-            self.retire_absorbing(warm);
         }
         match why {
             Stop::Deadline => Err(timeout_err(
@@ -758,11 +823,43 @@ impl Engine {
         }
     }
 
-    /// Forgets `warm` and detaches its session in the background, after
-    /// absorbing a termination that found nothing running (a pending promise, or a renderer blocked outside JS)
-    /// with a trivial probe evaluate on the old session, so that it cannot
-    /// end the next script instead (C17). New evaluates wait for this.
-    fn retire_absorbing(&self, warm: &Arc<Warm>) {
+    /// After a `Runtime.terminateExecution` on `warm`, in the background and
+    /// with new evaluates held back until it is done ([`Engine::wait_absorbed`]):
+    ///
+    /// - `call_ended` (the running call ended within the grace): V8
+    ///   acknowledges the termination once the terminated call has unwound,
+    ///   and clears it then. If the script had already finished when the
+    ///   termination came, the termination waits for the next call: a probe
+    ///   evaluate takes it. With the acknowledgement in, a probe that answers
+    ///   shows the session healthy, and it is **kept**, warm (C13, C17);
+    /// - otherwise (the call is still running, or the checks fail), the
+    ///   session is **retired**: a fresh session is attached at once in the
+    ///   background, a probe on the old one absorbs the termination if it is
+    ///   still pending, then the old one is detached.
+    fn settle(&self, warm: &Arc<Warm>, call_ended: bool, mut ack: watch::Receiver<Option<bool>>) {
+        self.inner.absorbing.send_modify(|n| *n += 1);
+        let engine = self.clone();
+        let warm = warm.clone();
+        let grace = self.inner.config.terminate_grace;
+        tokio::spawn(async move {
+            let healthy =
+                call_ended && healthy_after_terminate(&warm.session, &mut ack, grace).await;
+            if healthy {
+                debug!(
+                    target_id = warm.target_id.as_str(),
+                    "termination took; engine session kept"
+                );
+                engine.inner.absorbing.send_modify(|n| *n -= 1);
+                return;
+            }
+            engine.retire(&warm).await;
+        });
+    }
+
+    /// Forgets `warm`, starts attaching its replacement, absorbs a pending
+    /// termination with a probe on the old session, opens the gate, and
+    /// detaches the old session. Ends one [`Engine::settle`].
+    async fn retire(&self, warm: &Arc<Warm>) {
         {
             let mut map = lock(&self.inner.warm);
             if map
@@ -773,33 +870,36 @@ impl Engine {
             }
         }
         bump(&self.inner.m.detaches);
-        self.inner.absorbing.send_replace(true);
-        let s = warm.session.clone();
-        let inner = self.inner.clone();
+        let engine = self.clone();
+        let target = warm.target_id.clone();
         tokio::spawn(async move {
-            let probe = s
-                .call(
-                    RUNTIME_EVALUATE,
-                    json!({"expression": "0"}),
-                    Duration::from_millis(500),
-                )
-                .await;
-            debug!(
-                ok = probe.is_ok(),
-                "termination absorbed by a probe evaluate"
-            );
-            inner.absorbing.send_replace(false);
-            if let Err(e) = s.detach(CLEANUP_BUDGET).await {
-                debug!(error = %e, "Target.detachFromTarget");
+            let budget = Budget::new(CLEANUP_BUDGET);
+            match engine.warm_session(&target, &budget, Instant::now()).await {
+                Ok(_) => debug!(
+                    target_id = target.as_str(),
+                    "replacement engine session ready"
+                ),
+                Err(e) => {
+                    debug!(target_id = target.as_str(), error = %e, "replacement engine session not attached; the next evaluate attaches")
+                }
             }
         });
+        let probe = probe(&warm.session).await;
+        debug!(?probe, "termination absorbed by a probe evaluate");
+        self.inner.absorbing.send_modify(|n| *n -= 1);
+        if let Err(e) = warm.session.detach(CLEANUP_BUDGET).await {
+            debug!(error = %e, "Target.detachFromTarget");
+        }
     }
 
     /// Waits (under the budget) until no stray termination may be pending.
     async fn wait_absorbed(&self, budget: &Budget, start: Instant) -> Result<()> {
+        if *self.inner.absorbing.borrow() == 0 {
+            return Ok(());
+        }
         let mut rx = self.inner.absorbing.subscribe();
         tokio::select! {
-            r = rx.wait_for(|busy| !*busy) => { let _ = r; Ok(()) }
+            r = rx.wait_for(|settling| *settling == 0) => { let _ = r; Ok(()) }
             _ = budget.cancel_token().cancelled() => Err(cancelled_setup(budget, start)),
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(budget.deadline())) => {
                 Err(timeout_err(TimeoutKind::Setup, budget, start, false))
@@ -1005,8 +1105,7 @@ impl Engine {
         let call_budget =
             Budget::new(budget.remaining() + cfg.terminate_grace + cfg.chromium_timeout_margin);
         let session = &warm.session;
-        let reply = if let Some(node) = req.element {
-            let form = decide_form(session, None, &req.source, &call_budget, frame).await?;
+        if let Some(node) = req.element {
             let resolved = session
                 .call(
                     DOM_RESOLVE_NODE,
@@ -1024,21 +1123,20 @@ impl Engine {
                     detail: "no object.objectId".into(),
                 });
             };
-            sent.store(true, Ordering::SeqCst);
-            let r = session
-                .call(
-                    RUNTIME_CALL_FUNCTION_ON,
-                    json!({
-                        "functionDeclaration": engine_js::wrapper_function(&req.source, form),
-                        "objectId": object_id,
-                        "arguments": [{"objectId": object_id}, {"value": self.page_cfg(budget.remaining())}],
-                        "awaitPromise": true,
-                        "returnByValue": true,
-                    }),
-                    call_budget.clone(),
+            let r = self
+                .run_forms(
+                    Channel::Element(&object_id),
+                    warm,
+                    frame,
+                    &req.source,
+                    budget,
+                    &call_budget,
+                    start,
+                    &sent,
                 )
                 .await;
             let s = session.clone();
+            // Not awaited: the caller has its answer.
             tokio::spawn(async move {
                 let _ = s
                     .call(
@@ -1048,72 +1146,188 @@ impl Engine {
                     )
                     .await;
             });
-            (
-                r.map_err(|e| map_call_err(e, frame, "calling the function on the element"))?,
-                form,
-            )
-        } else {
-            // A context id remembered from before a navigation fails with
-            // "Cannot find context" / "uniqueContextId not found" before
-            // anything runs: then wait for the frame's new context and go
-            // once more (the script has not run, so this is no re-run, C10).
-            let mut stale: Option<i64> = None;
-            loop {
-                let ctx = self.context_for(warm, frame, stale).await?;
-                *lock(&ctx_cell) = Some(ctx.id);
-                let r = self
-                    .run_in_context(session, &ctx, frame, req, budget, &call_budget, &sent)
-                    .await;
-                match r {
-                    Err(e) if stale.is_none() && is_stale_context(&e) => {
-                        sent.store(false, Ordering::SeqCst);
-                        debug!(
-                            context = ctx.id,
-                            "stale execution context; waiting for the new one"
-                        );
-                        warm.forget_context(ctx.id);
-                        stale = Some(ctx.id);
-                    }
-                    r => break r?,
+            return r;
+        }
+        // A context id remembered from before a navigation fails with
+        // "Cannot find context" / "uniqueContextId not found" before
+        // anything runs: then wait for the frame's new context and go
+        // once more (the script has not run, so this is no re-run, C10).
+        let mut stale: Option<i64> = None;
+        loop {
+            let ctx = self.context_for(warm, frame, stale).await?;
+            *lock(&ctx_cell) = Some(ctx.id);
+            let r = self
+                .run_forms(
+                    Channel::Page(&ctx),
+                    warm,
+                    frame,
+                    &req.source,
+                    budget,
+                    &call_budget,
+                    start,
+                    &sent,
+                )
+                .await;
+            match r {
+                Err(e) if stale.is_none() && is_stale_context(&e) => {
+                    sent.store(false, Ordering::SeqCst);
+                    debug!(
+                        context = ctx.id,
+                        "stale execution context; waiting for the new one"
+                    );
+                    warm.forget_context(ctx.id);
+                    stale = Some(ctx.id);
                 }
+                r => return r,
             }
-        };
-        let (reply, form) = reply;
-        read_reply(&reply, form, budget, start)
+        }
     }
 }
 
+/// Where the wrapper runs.
+#[derive(Clone, Copy)]
+enum Channel<'a> {
+    /// `Runtime.evaluate` in a frame's main-world execution context.
+    Page(&'a Ctx),
+    /// `Runtime.callFunctionOn` on a resolved element (by its `objectId`).
+    Element(&'a str),
+}
+
 impl Engine {
-    /// Compile check and `Runtime.evaluate` in one execution context.
+    /// Sends the user's source once, in the form [`first_form`] guesses.
+    ///
+    /// The common case is one round trip. A wrapper that does not parse runs
+    /// nothing; a `SyntaxError` reply is compile-checked (`Runtime.compileScript`,
+    /// which runs nothing) to tell that from a `SyntaxError` thrown at run
+    /// time, and a source that is no expression is then sent once more as
+    /// statements. A missing page-side helper (`{$tw: 'no_helper'}`, nothing
+    /// ran) is installed by sending the installing wrapper.
     #[allow(clippy::too_many_arguments)]
-    async fn run_in_context(
+    async fn run_forms(
         &self,
-        session: &Session,
-        ctx: &Ctx,
+        channel: Channel<'_>,
+        warm: &Warm,
         frame: &FrameId,
-        req: &EvalRequest,
+        src: &str,
         budget: &Budget,
         call_budget: &Budget,
+        start: Instant,
         sent: &AtomicBool,
-    ) -> Result<(Value, SourceForm)> {
+    ) -> Work {
         let cfg = &self.inner.config;
-        let form = decide_form(session, Some(ctx.id), &req.source, call_budget, frame).await?;
-        let remaining = budget.remaining();
-        let mut params = json!({
-            "expression": engine_js::wrapper_expression(&req.source, form, &self.page_cfg(remaining).to_string()),
-            "awaitPromise": true,
-            "returnByValue": true,
-            "timeout": duration_ms(remaining + cfg.chromium_timeout_margin),
-        });
-        match &ctx.unique_id {
-            Some(u) => params["uniqueContextId"] = json!(u),
-            None => params["contextId"] = json!(ctx.id),
+        let session = &warm.session;
+        let mut form = first_form(src);
+        let mut force_install = false;
+        loop {
+            let remaining = budget.remaining();
+            let (method, params, compile_text, compile_ctx, context) = match channel {
+                Channel::Page(ctx) => {
+                    let helper = match warm.lock().helpers.get(&ctx.id) {
+                        Some(HelperState::Installed) if !force_install => Helper::Use,
+                        _ => Helper::Install,
+                    };
+                    let text = engine_js::wrapper_expression(
+                        src,
+                        form,
+                        helper,
+                        &self.page_cfg_literal(remaining),
+                    );
+                    let mut params = json!({
+                        "expression": text,
+                        "awaitPromise": true,
+                        "returnByValue": true,
+                        "timeout": duration_ms(remaining + cfg.chromium_timeout_margin),
+                    });
+                    match &ctx.unique_id {
+                        Some(u) => params["uniqueContextId"] = json!(u),
+                        None => params["contextId"] = json!(ctx.id),
+                    }
+                    (RUNTIME_EVALUATE, params, text, Some(ctx.id), "evaluating")
+                }
+                Channel::Element(object_id) => {
+                    let decl = engine_js::wrapper_function(src, form, Helper::Install);
+                    let text = engine_js::function_compile_text(&decl);
+                    let params = json!({
+                        "functionDeclaration": decl,
+                        "objectId": object_id,
+                        "arguments": [{"objectId": object_id}, {"value": self.page_cfg(remaining)}],
+                        "awaitPromise": true,
+                        "returnByValue": true,
+                    });
+                    (
+                        RUNTIME_CALL_FUNCTION_ON,
+                        params,
+                        text,
+                        None,
+                        "calling the function on the element",
+                    )
+                }
+            };
+            sent.store(true, Ordering::SeqCst);
+            let reply = session
+                .call(method, params, call_budget.clone())
+                .await
+                .map_err(|e| map_call_err(e, frame, context))?;
+            match reply.get("exceptionDetails") {
+                None if reply["result"]["value"]["$tw"] == "no_helper" => {
+                    // Nothing ran. The helper did not stay (or the page lost it).
+                    sent.store(false, Ordering::SeqCst);
+                    if let Channel::Page(ctx) = channel {
+                        warm.lock().helpers.insert(ctx.id, HelperState::Unstickable);
+                    }
+                    if force_install {
+                        return Err(Error::UnexpectedReply {
+                            method: method.into(),
+                            detail: "the page-side helper is missing after installing it".into(),
+                        });
+                    }
+                    force_install = true;
+                    continue;
+                }
+                None => {
+                    if let Channel::Page(ctx) = channel {
+                        warm.lock()
+                            .helpers
+                            .entry(ctx.id)
+                            .or_insert(HelperState::Installed);
+                    }
+                }
+                Some(d) if is_syntax_error(d) && !is_termination(d) => {
+                    // The call is over: whatever ran (if anything) has ended.
+                    sent.store(false, Ordering::SeqCst);
+                    match compile_check(session, compile_ctx, compile_text, call_budget, frame)
+                        .await?
+                    {
+                        // It parsed: the SyntaxError was thrown at run time.
+                        None => {}
+                        Some(d) if form == SourceForm::Statements => {
+                            return Err(invalid_source(&d))
+                        }
+                        Some(_) => {
+                            debug!(?form, "source is no expression; sending it as statements");
+                            form = SourceForm::Statements;
+                            continue;
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+            return read_reply(reply, form, method, budget, start);
         }
-        sent.store(true, Ordering::SeqCst);
-        let r = session
-            .call(RUNTIME_EVALUATE, params, call_budget.clone())
-            .await;
-        Ok((r.map_err(|e| map_call_err(e, frame, "evaluating"))?, form))
+    }
+
+    /// [`Engine::page_cfg`] as a JavaScript object literal (unquoted keys:
+    /// nothing to escape when the expression goes into the CDP message).
+    fn page_cfg_literal(&self, remaining: Duration) -> String {
+        let cfg = &self.inner.config;
+        format!(
+            "{{settleMs:{},maxChars:{},maxDepth:{},maxItems:{},textMax:{}}}",
+            settle_ms(remaining),
+            cfg.max_result_chars,
+            cfg.max_depth,
+            cfg.max_items,
+            cfg.text_excerpt_chars
+        )
     }
 
     /// The page-side settings for the wrapper: the in-page settle timer ends
@@ -1121,15 +1335,63 @@ impl Engine {
     /// page first (C14) and nothing needs terminating.
     fn page_cfg(&self, remaining: Duration) -> Value {
         let cfg = &self.inner.config;
-        let margin = (remaining / 20).clamp(Duration::from_millis(20), Duration::from_millis(250));
         json!({
-            "settleMs": duration_ms(remaining.saturating_sub(margin)).max(1),
+            "settleMs": settle_ms(remaining),
             "maxChars": cfg.max_result_chars,
             "maxDepth": cfg.max_depth,
             "maxItems": cfg.max_items,
             "textMax": cfg.text_excerpt_chars,
         })
     }
+}
+
+/// After an execution context of the running evaluate went away, how long
+/// its call may take to answer for itself before the evaluate ends with
+/// `navigated` / `context_destroyed` (C10).
+const INTERRUPT_SETTLE: Duration = Duration::from_millis(100);
+
+/// How long a probe evaluate after a termination may take.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A trivial evaluate on `session` (default execution context): `Ok(true)`
+/// when it ran to its value, `Ok(false)` when it was terminated or threw.
+async fn probe(session: &Session) -> std::result::Result<bool, cdp_transport::Error> {
+    session
+        .call(
+            RUNTIME_EVALUATE,
+            json!({"expression": "0", "returnByValue": true}),
+            PROBE_TIMEOUT,
+        )
+        .await
+        .map(|r| r.get("exceptionDetails").is_none())
+}
+
+/// See [`Engine::settle`]: after the running call ended, is the termination
+/// acknowledged (so cleared in V8) and does the session answer?
+async fn healthy_after_terminate(
+    session: &Session,
+    ack: &mut watch::Receiver<Option<bool>>,
+    grace: Duration,
+) -> bool {
+    let acked = |ack: &watch::Receiver<Option<bool>>| *ack.borrow();
+    let _ = tokio::time::timeout(grace, ack.wait_for(Option::is_some)).await;
+    if acked(ack).is_none() {
+        // Nothing was running when it came: the next call takes it.
+        let absorbed = probe(session).await;
+        debug!(?absorbed, "pending termination taken by a probe evaluate");
+        let _ = tokio::time::timeout(PROBE_TIMEOUT, ack.wait_for(Option::is_some)).await;
+    }
+    acked(ack) == Some(true) && matches!(probe(session).await, Ok(true))
+}
+
+/// The in-page settle timer for `remaining`: a margin (5 %, 20 to 250 ms)
+/// before the deadline, rounded down to 10 ms. Rounded so that the same
+/// source under the same budget gives the same wrapper text, which V8's
+/// compilation cache recognises (a miss costs more than the rest of the
+/// page-side work for a small script).
+fn settle_ms(remaining: Duration) -> u64 {
+    let margin = (remaining / 20).clamp(Duration::from_millis(20), Duration::from_millis(250));
+    (duration_ms(remaining.saturating_sub(margin)) / 10 * 10).max(1)
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -1258,6 +1520,7 @@ fn apply(state: &Mutex<WarmState>, ev: &Event) -> bool {
             let Some(id) = ev.params["executionContextId"].as_i64() else {
                 return false;
             };
+            st.helpers.remove(&id);
             if let Some(frame) = st.by_id.remove(&id) {
                 if st.contexts.get(&frame).is_some_and(|c| c.id == id) {
                     st.contexts.remove(&frame);
@@ -1268,6 +1531,7 @@ fn apply(state: &Mutex<WarmState>, ev: &Event) -> bool {
         EV_CONTEXTS_CLEARED => {
             st.contexts.clear();
             st.by_id.clear();
+            st.helpers.clear();
             true
         }
         EV_DIALOG_OPENING => {
@@ -1302,60 +1566,178 @@ fn frame_in_tree(node: &Value, frame: &str) -> bool {
         .is_some_and(|c| c.iter().any(|n| frame_in_tree(n, frame)))
 }
 
-/// Decides the source form with `Runtime.compileScript` (which runs nothing).
-async fn decide_form(
+/// Compiles exactly `text` with `Runtime.compileScript` (which runs nothing):
+/// `None` when it parses, else the parser's `exceptionDetails`. Used only on
+/// the error path, to tell a source that did not parse (nothing ran) from a
+/// `SyntaxError` thrown while the script ran.
+async fn compile_check(
     session: &Session,
     ctx: Option<i64>,
-    src: &str,
+    text: String,
     budget: &Budget,
     frame: &FrameId,
-) -> Result<SourceForm> {
-    let compile = |text: String| {
-        let mut p = json!({"expression": text, "sourceURL": "", "persistScript": false});
-        if let Some(id) = ctx {
-            p["executionContextId"] = json!(id);
-        }
-        async move {
-            session
-                .call(RUNTIME_COMPILE_SCRIPT, p, budget.clone())
-                .await
-                .map(|v| v.get("exceptionDetails").cloned())
-                .map_err(|e| map_call_err(e, frame, "compile-checking the source"))
-        }
+) -> Result<Option<Value>> {
+    let mut p = json!({"expression": text, "sourceURL": "", "persistScript": false});
+    if let Some(id) = ctx {
+        p["executionContextId"] = json!(id);
+    }
+    session
+        .call(RUNTIME_COMPILE_SCRIPT, p, budget.clone())
+        .await
+        .map(|v| v.get("exceptionDetails").cloned())
+        .map_err(|e| map_call_err(e, frame, "compile-checking the source"))
+}
+
+/// `invalid_source` from the parser's `exceptionDetails` of a wrapper text
+/// (the user's source starts on its line 1, 0-based).
+fn invalid_source(d: &Value) -> Error {
+    let message = d["exception"]["description"]
+        .as_str()
+        .or_else(|| d["text"].as_str())
+        .unwrap_or("SyntaxError")
+        .lines()
+        .next()
+        .unwrap_or("SyntaxError")
+        .to_string();
+    let line = d["lineNumber"]
+        .as_u64()
+        .and_then(|l| u32::try_from(l).ok())
+        .map(|l| l.saturating_sub(1));
+    let column = d["columnNumber"]
+        .as_u64()
+        .and_then(|c| u32::try_from(c).ok());
+    Error::InvalidSource {
+        message,
+        line,
+        column,
+    }
+}
+
+/// True for `exceptionDetails` of a `SyntaxError` (thrown by the parser, or
+/// by code at run time: only a compile check tells which).
+fn is_syntax_error(d: &Value) -> bool {
+    d["exception"]["className"].as_str() == Some("SyntaxError")
+        || d["exception"]["description"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("SyntaxError"))
+}
+
+/// The form to send first. Statements when the source certainly is no
+/// expression, a function for a function literal, an expression otherwise.
+/// A wrong guess costs a parse failure (nothing runs), never a second run.
+pub(crate) fn first_form(src: &str) -> SourceForm {
+    if certainly_statements(src) {
+        SourceForm::Statements
+    } else if looks_like_function(src) {
+        SourceForm::Function
+    } else {
+        SourceForm::Expression
+    }
+}
+
+/// True only when `src` cannot parse as an expression: it starts with a
+/// keyword that begins statements only (`const`, `let x`, `var`, `if`,
+/// `for`, `return`, …), or has a `;` outside every bracket, string and
+/// comment. Whatever it cannot lex for sure (a `/` that is no comment, a
+/// template literal, HTML-like comments) makes it answer false, and the
+/// browser's parser decides.
+pub(crate) fn certainly_statements(src: &str) -> bool {
+    const STATEMENT_ONLY: [&str; 14] = [
+        "var", "const", "if", "for", "while", "do", "return", "throw", "try", "switch", "break",
+        "continue", "debugger", "with",
+    ];
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let word_at = |s: &str| -> usize { s.find(|c: char| !is_ident(c)).unwrap_or(s.len()) };
+    let Some(body) = skip_trivia(src) else {
+        return false;
     };
-    if compile(engine_js::compile_expression(src)).await?.is_none() {
-        return Ok(if looks_like_function(src) {
-            SourceForm::Function
-        } else {
-            SourceForm::Expression
-        });
+    let n = word_at(body);
+    let word = &body[..n];
+    if STATEMENT_ONLY.contains(&word) {
+        return true;
     }
-    match compile(engine_js::compile_statements(src)).await? {
-        None => Ok(SourceForm::Statements),
-        Some(d) => {
-            let message = d["exception"]["description"]
-                .as_str()
-                .or_else(|| d["text"].as_str())
-                .unwrap_or("SyntaxError")
-                .lines()
+    if word == "let" {
+        if let Some(rest) = skip_trivia(&body[n..]) {
+            let next = &rest[..word_at(rest)];
+            let starts_ident = rest
+                .chars()
                 .next()
-                .unwrap_or("SyntaxError")
-                .to_string();
-            // The user's source starts on line 1 (0-based) of the check text.
-            let line = d["lineNumber"]
-                .as_u64()
-                .and_then(|l| u32::try_from(l).ok())
-                .map(|l| l.saturating_sub(1));
-            let column = d["columnNumber"]
-                .as_u64()
-                .and_then(|c| u32::try_from(c).ok());
-            Err(Error::InvalidSource {
-                message,
-                line,
-                column,
-            })
+                .is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$');
+            if (starts_ident && next != "in" && next != "instanceof") || rest.starts_with('{') {
+                return true;
+            }
         }
     }
+    top_level_semicolon(src)
+}
+
+/// Whitespace and comments skipped; `None` for an unterminated block comment.
+fn skip_trivia(s: &str) -> Option<&str> {
+    let mut s = s.trim_start();
+    loop {
+        if let Some(rest) = s.strip_prefix("//") {
+            s = rest.find('\n').map_or("", |i| &rest[i..]).trim_start();
+        } else if let Some(rest) = s.strip_prefix("/*") {
+            s = rest[rest.find("*/")? + 2..].trim_start();
+        } else {
+            return Some(s);
+        }
+    }
+}
+
+/// A `;` outside brackets, strings and comments, found before anything
+/// ambiguous to a lexer without a grammar (see [`certainly_statements`]).
+fn top_level_semicolon(src: &str) -> bool {
+    let mut depth = 0i32;
+    let mut it = src.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\'' | '"' => loop {
+                match it.next() {
+                    Some('\\') => {
+                        it.next();
+                    }
+                    Some(q) if q == c => break,
+                    Some('\n' | '\r') | None => return false,
+                    Some(_) => {}
+                }
+            },
+            '/' => match it.peek() {
+                Some('/') => {
+                    for x in it.by_ref() {
+                        if x == '\n' {
+                            break;
+                        }
+                    }
+                }
+                Some('*') => {
+                    it.next();
+                    let mut prev = ' ';
+                    loop {
+                        match it.next() {
+                            Some('/') if prev == '*' => break,
+                            Some(x) => prev = x,
+                            None => return false,
+                        }
+                    }
+                }
+                _ => return false,
+            },
+            '`' => return false,
+            '<' if it.clone().take(3).eq("!--".chars()) => return false,
+            '-' if it.clone().take(2).eq("->".chars()) => return false,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            ';' if depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// True when `src` is a function literal: `function …`, `async …`, `x => …`, `(…) => …`.
@@ -1457,20 +1839,35 @@ fn map_call_err(e: cdp_transport::Error, frame: &FrameId, context: &str) -> Erro
     Error::transport(context, e)
 }
 
-/// Reads the wrapper's answer.
-fn read_reply(reply: &Value, form: SourceForm, budget: &Budget, start: Instant) -> Work {
+/// True for `exceptionDetails` of a terminated execution
+/// (`Runtime.terminateExecution`, or Chromium's own `timeout`).
+fn is_termination(d: &Value) -> bool {
+    d["exception"]["description"]
+        .as_str()
+        .or_else(|| d["text"].as_str())
+        .is_some_and(|t| t.contains("Execution was terminated"))
+        || d["text"].as_str().is_some_and(|t| t.contains("terminated"))
+}
+
+/// Reads the wrapper's answer to `method`.
+fn read_reply(
+    mut reply: Value,
+    form: SourceForm,
+    method: &str,
+    budget: &Budget,
+    start: Instant,
+) -> Work {
     if let Some(d) = reply.get("exceptionDetails") {
         // The wrapper catches the script's exceptions, so this is a termination
-        // (Chromium's own `timeout`) or a failure of the wrapper itself.
+        // (Chromium's own `timeout`), code that escaped the wrapper, or a
+        // failure of the wrapper itself.
+        if is_termination(d) {
+            return Err(timeout_err(TimeoutKind::Script, budget, start, true));
+        }
         let text = d["exception"]["description"]
             .as_str()
             .or_else(|| d["text"].as_str())
             .unwrap_or("exception");
-        if text.contains("Execution was terminated")
-            || d["text"].as_str().is_some_and(|t| t.contains("terminated"))
-        {
-            return Err(timeout_err(TimeoutKind::Script, budget, start, true));
-        }
         let name = d["exception"]["className"]
             .as_str()
             .unwrap_or("Error")
@@ -1481,10 +1878,21 @@ fn read_reply(reply: &Value, form: SourceForm, budget: &Budget, start: Instant) 
             location: None,
         });
     }
-    let v = &reply["result"]["value"];
+    let result = &mut reply["result"];
+    // A plain JSON primitive comes back as itself (see `engine_js`).
+    let primitive = match result["type"].as_str() {
+        Some("boolean" | "string") => true,
+        Some("number") => result["value"].is_number(),
+        Some("object") => result["subtype"] == "null" && result["value"].is_null(),
+        _ => false,
+    };
+    if primitive {
+        return Ok((result["value"].take(), false, form));
+    }
+    let v = &mut result["value"];
     match v["$tw"].as_str() {
         Some("ok") => Ok((
-            v.get("value").cloned().unwrap_or(Value::Null),
+            v.get_mut("value").map(Value::take).unwrap_or(Value::Null),
             v["truncated"].as_bool().unwrap_or(false),
             form,
         )),
@@ -1498,7 +1906,7 @@ fn read_reply(reply: &Value, form: SourceForm, budget: &Budget, start: Instant) 
         }
         Some("promise_timeout") => Err(timeout_err(TimeoutKind::Promise, budget, start, false)),
         _ => Err(Error::UnexpectedReply {
-            method: RUNTIME_EVALUATE.into(),
+            method: method.into(),
             detail: format!(
                 "the page returned no wrapper result: {}",
                 excerpt(&reply.to_string(), 200)
@@ -1570,6 +1978,80 @@ mod tests {
             "{a: 1}",
         ] {
             assert!(!looks_like_function(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn statements_are_recognised_only_when_certain() {
+        for s in [
+            "const a = 2; return a * 21",
+            "let x = 1",
+            "let {a} = o",
+            "var x",
+            "if (a) b()",
+            "for (;;) {}",
+            "while (true) {}",
+            "return 5",
+            "throw new Error('x')",
+            "try { a() } catch {}",
+            "// note\nreturn 1",
+            "/* c */ do {} while (0)",
+            "a = 1; return a",
+            "f(); g()",
+            "1+1;",
+            "x = 'a;b'; y",
+            "({a: 1}); 2",
+        ] {
+            assert!(certainly_statements(s), "{s}");
+            assert_eq!(first_form(s), SourceForm::Statements, "{s}");
+        }
+        // Valid expressions (and whatever the lexer cannot be sure of) are not.
+        for s in [
+            "1+1",
+            "document.title",
+            "(function () { return 1; })()",
+            "() => { a(); b(); }",
+            "x => x",
+            "'a;b'",
+            "\"a;b\"",
+            "`a;${b}`",
+            "/;/.test(s)",
+            "a / b; c",
+            "x <!-- ; y",
+            "a\n--> ; b",
+            "let in o",
+            "let instanceof X",
+            "let[0]",
+            "letter + 1",
+            "format(x)",
+            "returned",
+            "class A {}",
+            "{a: 1}",
+            "import('x')",
+            "a\nb",
+            "(a; b",
+            ")); x;",
+            "'unterminated; x",
+            "/* unterminated ; x",
+        ] {
+            assert!(!certainly_statements(s), "{s}");
+        }
+        assert_eq!(first_form("async () => 1"), SourceForm::Function);
+        assert_eq!(first_form("a\nb"), SourceForm::Expression);
+    }
+
+    #[test]
+    fn settle_timer_is_rounded_down_before_the_deadline() {
+        let ms = Duration::from_millis;
+        assert_eq!(settle_ms(ms(5000) - Duration::from_micros(30)), 4740);
+        assert_eq!(settle_ms(ms(5000) - Duration::from_micros(900)), 4740);
+        assert_eq!(settle_ms(ms(500)), 470);
+        assert_eq!(settle_ms(ms(20_000)), 19_750);
+        assert_eq!(settle_ms(ms(5)), 1);
+        for r in [1u64, 37, 499, 1001, 7_777, 120_000] {
+            let s = settle_ms(ms(r));
+            assert!(s < r || r <= 20, "{r} → {s}");
+            assert_eq!(s % 10, if s == 1 { 1 } else { 0 });
         }
     }
 

@@ -1,62 +1,118 @@
-//! The page-side JavaScript of the engine: the wrapper that runs the user's
-//! source exactly once, races its promise against an in-page timer (field
-//! case C14), and serializes the result into tagged JSON (field case C15).
+//! The page-side JavaScript of the engine.
+//!
+//! Two pieces:
+//! - the **helper** (`function (__tw_run, __tw_cfg)`): runs the user's
+//!   code once, races its promise against an in-page timer (field case C14),
+//!   catches its exception, and serializes the value into tagged JSON (field
+//!   case C15). It is installed once per execution context as a
+//!   non-enumerable, non-writable property of the global object under a
+//!   registered symbol ([`helper_key`]), so that later evaluates in that
+//!   execution context send a few hundred bytes instead of the whole serializer;
+//! - the **per-call wrapper**: the user's source in one form (expression,
+//!   function, statements) inside `const __tw_run = async () => { … }`, then a
+//!   call of the helper. The short wrapper ([`Helper::Use`]) answers
+//!   `{$tw: 'no_helper'}` without running anything when the helper is missing;
+//!   the installing wrapper ([`Helper::Install`]) defines it first.
 //!
 //! The user's source always starts on line 2 of the wrapper, column 1, so
-//! stack locations map back by subtracting one line.
+//! stack and syntax error locations map back by subtracting one line.
 
 use crate::engine::SourceForm;
+use std::sync::OnceLock;
 
 /// `sourceURL` given to the wrapper, so stack frames of the user's code are recognisable.
 pub(crate) const SOURCE_URL: &str = "tabwarden-eval.js";
 
-/// Compile-check text for the expression form (also accepts `await`).
-pub(crate) fn compile_expression(src: &str) -> String {
-    format!("(async () => (\n{src}\n))")
+/// Which helper lookup a wrapper carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Helper {
+    /// Use the installed helper; answer `{$tw: 'no_helper'}` (nothing run) when it is missing.
+    Use,
+    /// Install the helper when it is missing, then use it.
+    Install,
 }
 
-/// Compile-check text for the statements form (an async function body).
-pub(crate) fn compile_statements(src: &str) -> String {
-    format!("(async () => {{\n{src}\n}})")
+/// The registered-symbol key of the helper: the helper's own content hash,
+/// so a changed helper never meets an old one left in a long-lived page.
+pub(crate) fn helper_key() -> &'static str {
+    static KEY: OnceLock<String> = OnceLock::new();
+    KEY.get_or_init(|| format!("tabwarden.evaluate.{:016x}", fnv1a(HELPER_BODY)))
 }
 
-/// The async function declaration `async function(__tw_el, __tw_cfg)` that
-/// runs `src` once in the given form and returns
-/// `{$tw:'ok', value, truncated} | {$tw:'exception', name, message, stack} | {$tw:'promise_timeout'}`.
-pub(crate) fn wrapper_function(src: &str, form: SourceForm) -> String {
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn lookup(helper: Helper) -> &'static str {
+    static USE: OnceLock<String> = OnceLock::new();
+    static INSTALL: OnceLock<String> = OnceLock::new();
+    let key = helper_key();
+    match helper {
+        Helper::Use => USE.get_or_init(|| {
+            format!("globalThis[Symbol.for('{key}')] || (() => ({{ $tw: 'no_helper' }}))")
+        }),
+        Helper::Install => INSTALL.get_or_init(|| format!(
+            "globalThis[Symbol.for('{key}')] || (() => {{ const __tw_h = function (__tw_run, __tw_cfg) {{{HELPER_BODY}\n}}; try {{ Object.defineProperty(globalThis, Symbol.for('{key}'), {{ value: __tw_h }}); }} catch (e) {{}} return __tw_h; }})()"
+        )),
+    }
+}
+
+/// The function declaration `function (__tw_el, __tw_cfg)` that runs `src`
+/// once in the given form through the helper and returns (or, when the
+/// script's value is a promise or thenable, resolves to) one of:
+/// - the value itself when it is a plain JSON primitive: a boolean, `null`,
+///   a finite number other than `-0`, a string within the size cap;
+/// - `{$tw:'ok', value, truncated}` with the tagged serialization otherwise;
+/// - `{$tw:'exception', name, message, stack}`;
+/// - `{$tw:'promise_timeout'}`;
+/// - `{$tw:'no_helper'}`: the helper is missing, nothing ran.
+///
+/// `__tw_run` is an `async` arrow only when the source mentions `await`
+/// (anywhere, even in a string: then it is async, which is always right).
+/// Otherwise it is a plain arrow, so a value that is no promise is
+/// serialized and returned in the same task, without a promise, a timer or
+/// a microtask turn. Both parse the same source the same way.
+pub(crate) fn wrapper_function(src: &str, form: SourceForm, helper: Helper) -> String {
     let (head, tail) = match form {
         SourceForm::Expression => ("return (", "\n);"),
         SourceForm::Function => (
             "const __tw_f = (",
-            "\n);\nreturn typeof __tw_f === 'function' ? await __tw_f.apply(__tw_el === undefined ? globalThis : __tw_el, __tw_el === undefined ? [] : [__tw_el]) : __tw_f;",
+            "\n);\nreturn typeof __tw_f === 'function' ? __tw_f.apply(__tw_el === undefined ? globalThis : __tw_el, __tw_el === undefined ? [] : [__tw_el]) : __tw_f;",
         ),
         SourceForm::Statements => ("", "\n"),
     };
+    let kind = if src.contains("await") { "async " } else { "" };
     format!(
-        "async function (__tw_el, __tw_cfg) {{ const __tw_run = async () => {{ {head}\n{src}{tail} }};\n{REST}\n}}"
+        "function (__tw_el, __tw_cfg) {{ const __tw_run = {kind}() => {{ {head}\n{src}{tail} }};\nreturn ({})(__tw_run, __tw_cfg); }}",
+        lookup(helper)
     )
 }
 
 /// The expression sent with `Runtime.evaluate` for a page evaluate.
-pub(crate) fn wrapper_expression(src: &str, form: SourceForm, cfg_json: &str) -> String {
+pub(crate) fn wrapper_expression(
+    src: &str,
+    form: SourceForm,
+    helper: Helper,
+    cfg_json: &str,
+) -> String {
     // The user's source stays on line 2: the call goes after the function.
-    let f = wrapper_function(src, form);
+    let f = wrapper_function(src, form, helper);
     format!("({f})(undefined, {cfg_json})\n//# sourceURL={SOURCE_URL}")
 }
 
-/// Everything after the user's code: race, exception capture, serializer.
-const REST: &str = r#"
-  const __tw_deadline = {};
-  let __tw_timer;
-  let __tw_v;
-  try {
-    const __tw_p = __tw_run();
-    __tw_v = await (__tw_cfg.settleMs > 0
-      ? Promise.race([__tw_p, new Promise((_, rej) => { __tw_timer = setTimeout(() => rej(__tw_deadline), __tw_cfg.settleMs); })])
-      : __tw_p);
-  } catch (e) {
-    clearTimeout(__tw_timer);
-    if (e === __tw_deadline) return { $tw: 'promise_timeout' };
+/// The text `Runtime.compileScript` checks for a `Runtime.callFunctionOn`
+/// declaration (V8 compiles it the same way: in parentheses).
+pub(crate) fn function_compile_text(declaration: &str) -> String {
+    format!("({declaration})")
+}
+
+/// The helper's body (`function (__tw_run, __tw_cfg)`): runs the script,
+/// returns at once for a value that is no thenable, else awaits it against
+/// the in-page timer; captures exceptions; serializes.
+const HELPER_BODY: &str = r#"
+  const __tw_exc = (e) => {
     let name = typeof e, message = '', stack = '';
     try {
       if (e !== null && typeof e === 'object' && 'message' in e) {
@@ -66,14 +122,49 @@ const REST: &str = r#"
       }
     } catch (x) { message = '(the thrown value cannot be printed)'; }
     return { $tw: 'exception', name, message, stack };
-  }
-  clearTimeout(__tw_timer);
+  };
+  const __tw_ok = (v) => {
+    // Plain JSON primitives come back as themselves (the cheapest reply);
+    // everything else as the tagged object.
+    switch (typeof v) {
+      case 'boolean': return v;
+      case 'number': if (v === v && v !== Infinity && v !== -Infinity && (v !== 0 || 1 / v > 0)) return v; break;
+      case 'string': if (v.length + 2 <= __tw_cfg.maxChars) return v; break;
+      case 'object': if (v === null) return v; break;
+    }
+    try {
+      const r = __tw_ser(v, __tw_cfg);
+      return { $tw: 'ok', value: r.value, truncated: r.truncated };
+    } catch (e) {
+      return { $tw: 'ok', value: { $type: 'unserializable', error: String(e) }, truncated: false };
+    }
+  };
+  let __tw_v, __tw_then;
   try {
-    const r = __tw_ser(__tw_v, __tw_cfg);
-    return { $tw: 'ok', value: r.value, truncated: r.truncated };
+    __tw_v = __tw_run();
+    // Read `then` once, as promise resolution would.
+    if (__tw_v !== null && (typeof __tw_v === 'object' || typeof __tw_v === 'function')) __tw_then = __tw_v.then;
   } catch (e) {
-    return { $tw: 'ok', value: { $type: 'unserializable', error: String(e) }, truncated: false };
+    return __tw_exc(e);
   }
+  if (typeof __tw_then !== 'function') return __tw_ok(__tw_v);
+  return (async () => {
+    const __tw_deadline = {};
+    let __tw_timer;
+    try {
+      // Call `then` in a microtask, as promise resolution would.
+      const __tw_p = new Promise((res, rej) => { queueMicrotask(() => { try { __tw_then.call(__tw_v, res, rej); } catch (e) { rej(e); } }); });
+      const v = await (__tw_cfg.settleMs > 0
+        ? Promise.race([__tw_p, new Promise((_, rej) => { __tw_timer = setTimeout(() => rej(__tw_deadline), __tw_cfg.settleMs); })])
+        : __tw_p);
+      clearTimeout(__tw_timer);
+      return __tw_ok(v);
+    } catch (e) {
+      clearTimeout(__tw_timer);
+      if (e === __tw_deadline) return { $tw: 'promise_timeout' };
+      return __tw_exc(e);
+    }
+  })();
   function __tw_ser(root, cfg) {
     let left = cfg.maxChars;
     let truncated = false;

@@ -37,7 +37,8 @@ pub struct DialogInfo {
 #[non_exhaustive]
 pub enum TimeoutKind {
     /// The script was still running (or the renderer was busy): it was sent
-    /// `Runtime.terminateExecution` and its session was detached.
+    /// `Runtime.terminateExecution`. With `terminated` the call ended and the
+    /// session was kept; without, the session was detached and replaced.
     Script,
     /// The script's promise had not settled; the JS thread was idle, so
     /// nothing needed terminating (field case C14).

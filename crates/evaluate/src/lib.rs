@@ -12,8 +12,9 @@
 //!
 //! [`Engine`] runs JavaScript in one tab on its own CDP sessions under one
 //! [`Budget`] (deadline + cancellation) created by the caller. It never blocks
-//! the tab: a runaway script is terminated (`Runtime.terminateExecution`) and
-//! its session detached and replaced; a promise that never settles ends in the
+//! the tab: a runaway script is terminated (`Runtime.terminateExecution`); the
+//! session is kept when a probe shows the termination took, and otherwise
+//! detached and replaced at once in the background; a promise that never settles ends in the
 //! page; a dialog or navigation ends the evaluate at once with a typed error;
 //! results come back as tagged JSON that keeps `undefined`, `NaN`, `-0`,
 //! BigInt, DOM nodes, `Map`/`Set`, cycles and `window` apart. See

@@ -157,7 +157,9 @@ async fn busy_loop_times_out_within_budget_and_tab_stays_usable() {
         json!(1)
     );
     let m = engine.metrics();
-    assert_eq!((m.timeouts, m.terminations, m.detaches), (1, 1, 1), "{m:?}");
+    // The termination took (the loop ended within the grace), so the session
+    // was kept warm: nothing detached, nothing reattached.
+    assert_eq!((m.timeouts, m.terminations, m.detaches), (1, 1, 0), "{m:?}");
     println!("busy loop: timeout after {took:?}, next evaluate {took_title:?}");
     tab.close().await;
 }

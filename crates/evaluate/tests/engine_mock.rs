@@ -59,7 +59,7 @@ fn position(mock: &MockServer, method: &str, session: Option<&str>) -> Option<us
 }
 
 #[tokio::test]
-async fn deadline_terminates_then_detaches_that_session_only_and_reattaches_lazily() {
+async fn a_termination_that_does_not_take_detaches_that_session_only_and_reattaches_at_once() {
     let (mock, engine) = setup(EngineConfig::default()).await;
     assert_eq!(
         engine
@@ -94,6 +94,8 @@ async fn deadline_terminates_then_detaches_that_session_only_and_reattaches_lazi
         "{took:?}"
     );
     mock.wait_for("Target.detachFromTarget", 1, T).await;
+    // The replacement is attached in the background, before anyone asks.
+    mock.wait_for("Target.attachToTarget", 2, T).await;
 
     let terminate = position(&mock, "Runtime.terminateExecution", Some("S1"))
         .expect("terminateExecution on S1");
@@ -152,23 +154,21 @@ async fn chromium_timeout_parameter_is_set_past_the_deadline() {
     assert!(timeout > 1000.0 && timeout <= 1250.0, "{timeout}");
     assert_eq!(call.params["awaitPromise"], true);
     assert_eq!(call.params["returnByValue"], true);
-    // The source is compile-checked first, which runs nothing.
-    assert!(
-        position(&mock, "Runtime.compileScript", Some("S1")).expect("compile")
-            < position(&mock, "Runtime.evaluate", Some("S1")).expect("eval")
-    );
+    // One round trip: no compile check on the success path.
+    assert!(mock.received_method("Runtime.compileScript").is_empty());
+    assert_eq!(mock.received_method("Runtime.evaluate").len(), 1);
 }
 
 #[tokio::test]
 async fn cancel_before_the_script_is_sent_terminates_nothing() {
     let (mock, engine) = setup(EngineConfig::default()).await;
-    mock.on_action("Runtime.compileScript", Action::Never);
+    mock.on_action("Target.attachToTarget", Action::Never);
     let b = budget(5000);
     let task = {
         let (engine, b) = (engine.clone(), b.clone());
         tokio::spawn(async move { engine.evaluate(EvalRequest::new("1"), &b).await })
     };
-    mock.wait_for("Runtime.compileScript", 1, T).await;
+    mock.wait_for("Target.attachToTarget", 1, T).await;
     b.cancel();
     let err = task.await.expect("join").expect_err("cancelled");
     assert!(
@@ -272,6 +272,7 @@ async fn a_stale_context_is_retried_once_in_the_new_one() {
 /// Every mapping from a browser answer to an error code, in one snapshot.
 #[tokio::test]
 async fn browser_answers_map_to_typed_errors() {
+    let syntax_error = json!({"result": {"type": "object", "subtype": "error", "className": "SyntaxError"}, "exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 2, "columnNumber": 4, "exception": {"type": "object", "subtype": "error", "className": "SyntaxError", "description": "SyntaxError: Unexpected token '*'"}}});
     let cases: Vec<(&str, &str, Action)> = vec![
         (
             "navigated",
@@ -305,6 +306,7 @@ async fn browser_answers_map_to_typed_errors() {
         ),
         (
             "syntax error",
+            // And `Runtime.evaluate` answers with the parser's SyntaxError (below).
             "Runtime.compileScript",
             Action::Reply(
                 json!({"exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 2, "columnNumber": 4, "exception": {"type": "object", "subtype": "error", "className": "SyntaxError", "description": "SyntaxError: Unexpected token '*'"}}}),
@@ -313,7 +315,8 @@ async fn browser_answers_map_to_typed_errors() {
         (
             "garbage",
             "Runtime.evaluate",
-            Action::Reply(json!({"result": {"type": "number", "value": 1}})),
+            // (A bare JSON primitive is a valid answer: plain values come back as themselves.)
+            Action::Reply(json!({"result": {"type": "object", "value": {"unexpected": 1}}})),
         ),
         (
             "other protocol error",
@@ -334,6 +337,9 @@ async fn browser_answers_map_to_typed_errors() {
     let mut out = Vec::new();
     for (name, method, action) in cases {
         let (mock, engine) = setup(EngineConfig::default()).await;
+        if name == "syntax error" {
+            mock.on("Runtime.evaluate", syntax_error.clone());
+        }
         mock.on_action(method, action);
         let err = engine
             .evaluate(EvalRequest::new("x()"), &budget(3000))
@@ -378,4 +384,270 @@ async fn the_gate_refuses_before_touching_the_browser() {
         (engine.metrics().evaluations, engine.metrics().refused),
         (1, 1)
     );
+}
+
+fn syntax_error_reply() -> Value {
+    json!({"result": {"type": "object", "subtype": "error", "className": "SyntaxError"},
+        "exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 1, "columnNumber": 2,
+            "exception": {"type": "object", "subtype": "error", "className": "SyntaxError",
+                "description": "SyntaxError: Unexpected identifier 'b'"}}})
+}
+
+fn compile_failure() -> Value {
+    json!({"exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 1, "columnNumber": 2,
+        "exception": {"type": "object", "subtype": "error", "className": "SyntaxError",
+            "description": "SyntaxError: Unexpected identifier 'b'"}}})
+}
+
+#[tokio::test]
+async fn warm_evaluates_are_one_round_trip_and_install_the_helper_once() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    for _ in 0..3 {
+        let out = engine
+            .evaluate(EvalRequest::new("1+1"), &budget(2000))
+            .await
+            .expect("ok");
+        assert_eq!(out.form, evaluate::SourceForm::Expression);
+    }
+    let calls = mock.received_method("Runtime.evaluate");
+    assert_eq!(calls.len(), 3, "one Runtime.evaluate per evaluate");
+    assert!(mock.received_method("Runtime.compileScript").is_empty());
+    let text = |i: usize| {
+        calls[i].params["expression"]
+            .as_str()
+            .expect("expression")
+            .to_string()
+    };
+    // The first call in an execution context installs the page-side helper;
+    // later ones only look it up.
+    assert!(text(0).contains("defineProperty"), "{}", text(0));
+    for i in [1, 2] {
+        assert!(!text(i).contains("defineProperty"), "{}", text(i));
+        assert!(text(i).len() < 600, "{} bytes: {}", text(i).len(), text(i));
+        assert!(text(i).contains("\n1+1\n"), "the source on its own line 2");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_helper_is_installed_without_running_anything_twice() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("installs");
+    // The page lost it (say, a frozen global object): the short wrapper says
+    // so without running the source, and the engine sends the installing one.
+    mock.once(
+        "Runtime.evaluate",
+        Action::Reply(json!({"result": {"type": "object", "value": {"$tw": "no_helper"}}})),
+    );
+    let out = engine
+        .evaluate(EvalRequest::new("2"), &budget(2000))
+        .await
+        .expect("reinstalls");
+    assert_eq!(out.value, json!(5));
+    let calls = mock.received_method("Runtime.evaluate");
+    assert_eq!(calls.len(), 3);
+    assert!(!calls[1].params["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("defineProperty"));
+    assert!(calls[2].params["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("defineProperty"));
+}
+
+#[tokio::test]
+async fn obvious_statements_are_sent_as_statements_at_once() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    for src in [
+        "const a = 2; return a * 21",
+        "x = 1; return x",
+        "return 5",
+        "let y = 3\nreturn y",
+    ] {
+        let out = engine
+            .evaluate(EvalRequest::new(src), &budget(2000))
+            .await
+            .expect(src);
+        assert_eq!(out.form, evaluate::SourceForm::Statements, "{src}");
+    }
+    assert_eq!(mock.received_method("Runtime.evaluate").len(), 4);
+    assert!(mock.received_method("Runtime.compileScript").is_empty());
+}
+
+#[tokio::test]
+async fn a_source_that_is_no_expression_is_compile_checked_then_sent_as_statements() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    // `a\nb` is two statements (no `;`): the expression wrapper does not parse.
+    mock.once("Runtime.evaluate", Action::Reply(syntax_error_reply()));
+    mock.once("Runtime.compileScript", Action::Reply(compile_failure()));
+    let out = engine
+        .evaluate(EvalRequest::new("a\nb"), &budget(2000))
+        .await
+        .expect("statements");
+    assert_eq!(out.form, evaluate::SourceForm::Statements);
+    let evals = mock.received_method("Runtime.evaluate");
+    let compiles = mock.received_method("Runtime.compileScript");
+    assert_eq!((evals.len(), compiles.len()), (2, 1));
+    // The compile check is of exactly the text that failed, in the same execution context.
+    assert_eq!(
+        compiles[0].params["expression"],
+        evals[0].params["expression"]
+    );
+    assert_eq!(compiles[0].params["executionContextId"], 1);
+    assert!(evals[0].params["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("return (\na\nb\n);"));
+    assert!(!evals[1].params["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("return (\na\nb"));
+}
+
+#[tokio::test]
+async fn a_syntax_error_thrown_at_run_time_is_a_js_exception_and_not_run_again() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    // The wrapper parsed (compileScript says so) and the script threw a
+    // SyntaxError past it: that is the user's exception, never a reason to
+    // send the source again.
+    mock.once("Runtime.evaluate", Action::Reply(syntax_error_reply()));
+    let err = engine
+        .evaluate(EvalRequest::new("JSON.parse('{')"), &budget(2000))
+        .await
+        .expect_err("throws");
+    assert_eq!(err.code(), "js_exception", "{err}");
+    assert_eq!(mock.received_method("Runtime.evaluate").len(), 1);
+    assert_eq!(mock.received_method("Runtime.compileScript").len(), 1);
+}
+
+#[tokio::test]
+async fn cancel_during_the_error_path_compile_check_terminates_nothing() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    mock.once("Runtime.evaluate", Action::Reply(syntax_error_reply()));
+    mock.on_action("Runtime.compileScript", Action::Never);
+    let b = budget(5000);
+    let task = {
+        let (engine, b) = (engine.clone(), b.clone());
+        tokio::spawn(async move { engine.evaluate(EvalRequest::new("a\nb"), &b).await })
+    };
+    mock.wait_for("Runtime.compileScript", 1, T).await;
+    b.cancel();
+    let err = task.await.expect("join").expect_err("cancelled");
+    assert!(
+        matches!(err, Error::Cancelled { sent: false, .. }),
+        "{err:?}"
+    );
+    assert!(mock
+        .received_method("Runtime.terminateExecution")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_termination_that_takes_keeps_the_session_warm() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("warm");
+    mock.once("Runtime.evaluate", Action::Never);
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .evaluate(EvalRequest::new("while (true) {}"), &budget(300))
+                .await
+        })
+    };
+    // The loop ends when terminateExecution arrives: its call answers
+    // "Execution was terminated" (and the termination is acknowledged).
+    let evals = mock.wait_for("Runtime.evaluate", 2, T).await;
+    mock.wait_for("Runtime.terminateExecution", 1, T).await;
+    mock.reply(
+        evals[1].id,
+        json!({"result": {"type": "object"}, "exceptionDetails": {"exceptionId": 2, "text": "Uncaught",
+            "lineNumber": 0, "columnNumber": 0, "exception": {"type": "object", "description": "Execution was terminated"}}}),
+        Some("S1"),
+    );
+    let err = task.await.expect("join").expect_err("timeout");
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Script,
+                terminated: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // The next evaluate runs at once on the same session, after the health probe.
+    let out = engine
+        .evaluate(EvalRequest::new("2"), &budget(2000))
+        .await
+        .expect("next");
+    assert_eq!(out.value, json!(5));
+    let evals = mock.received_method("Runtime.evaluate");
+    let probe = evals
+        .iter()
+        .position(|r| r.params["expression"] == "0")
+        .expect("a health probe");
+    let last = evals.last().expect("evaluate");
+    assert!(probe < evals.len() - 1, "probe before the next evaluate");
+    assert_eq!(last.session_id.as_deref(), Some("S1"));
+    assert!(mock.received_method("Target.detachFromTarget").is_empty());
+    assert_eq!(mock.received_method("Target.attachToTarget").len(), 1);
+    let m = engine.metrics();
+    assert_eq!((m.timeouts, m.terminations, m.detaches), (1, 1, 0), "{m:?}");
+}
+
+#[tokio::test]
+async fn a_session_that_fails_its_health_probe_is_replaced() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("warm");
+    mock.once("Runtime.evaluate", Action::Never);
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .evaluate(EvalRequest::new("while (true) {}"), &budget(300))
+                .await
+        })
+    };
+    let evals = mock.wait_for("Runtime.evaluate", 2, T).await;
+    mock.wait_for("Runtime.terminateExecution", 1, T).await;
+    // The probe after the termination is itself terminated (or throws): unhealthy.
+    mock.on_fn("Runtime.evaluate", |r| {
+        (r.params["expression"] == "0").then(|| {
+            Action::Reply(json!({"result": {"type": "object"}, "exceptionDetails": {"exceptionId": 3, "text": "Uncaught",
+                "exception": {"type": "object", "description": "Execution was terminated"}}}))
+        })
+    });
+    mock.reply(
+        evals[1].id,
+        json!({"result": {"type": "object"}, "exceptionDetails": {"exceptionId": 2, "text": "Uncaught",
+            "exception": {"type": "object", "description": "Execution was terminated"}}}),
+        Some("S1"),
+    );
+    let err = task.await.expect("join").expect_err("timeout");
+    assert!(err.is_timeout(), "{err:?}");
+    mock.wait_for("Target.detachFromTarget", 1, T).await;
+    let out = engine
+        .evaluate(EvalRequest::new("2"), &budget(2000))
+        .await
+        .expect("next");
+    assert_eq!(out.value, json!(5));
+    let last = mock
+        .received_method("Runtime.evaluate")
+        .pop()
+        .expect("evaluate");
+    assert_eq!(last.session_id.as_deref(), Some("S2"));
+    assert_eq!(engine.metrics().detaches, 1);
 }
