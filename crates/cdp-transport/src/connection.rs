@@ -37,6 +37,10 @@ pub struct ConnectOptions {
     pub event_capacity: usize,
     /// Outgoing messages queued before callers wait. Default 1024.
     pub outgoing_capacity: usize,
+    /// Root certificates (DER) trusted for `wss://` and `https://` endpoints in
+    /// addition to the built-in webpki roots (Mozilla's list): a private CA, or
+    /// a self-signed certificate in tests. Default none.
+    pub extra_root_certificates: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -52,6 +56,10 @@ impl std::fmt::Debug for ConnectOptions {
             .field("max_message_size", &self.max_message_size)
             .field("event_capacity", &self.event_capacity)
             .field("outgoing_capacity", &self.outgoing_capacity)
+            .field(
+                "extra_root_certificates",
+                &format_args!("[{} DER certificates]", self.extra_root_certificates.len()),
+            )
             .finish()
     }
 }
@@ -64,6 +72,7 @@ impl Default for ConnectOptions {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             event_capacity: 4096,
             outgoing_capacity: 1024,
+            extra_root_certificates: Vec::new(),
         }
     }
 }
@@ -87,6 +96,15 @@ impl ConnectOptions {
     /// Sets [`ConnectOptions::event_capacity`].
     pub fn event_capacity(mut self, n: usize) -> Self {
         self.event_capacity = n.max(1);
+        self
+    }
+    /// Adds root certificates (DER) to [`ConnectOptions::extra_root_certificates`].
+    ///
+    /// A certificate that does not parse fails [`Connection::connect`] to a
+    /// `wss://` or `https://` endpoint with [`Error::Connect`] naming its index;
+    /// `ws://` and `http://` endpoints ignore these.
+    pub fn extra_root_certificates(mut self, ders: Vec<Vec<u8>>) -> Self {
+        self.extra_root_certificates.extend(ders);
         self
     }
 }
@@ -227,11 +245,10 @@ struct ProtoError {
 /// `Core::on_text`: no state, no I/O).
 #[derive(Debug)]
 enum Incoming {
-    /// A reply to call `id`: its `result` (`null` when absent) or the
-    /// protocol error's `(code, message[: data])`.
+    /// A reply to call `id`: its `result` (`null` when absent), or why not.
     Reply {
         id: u64,
-        outcome: std::result::Result<Value, (i64, String)>,
+        outcome: std::result::Result<Value, ReplyError>,
     },
     /// An event; `params` stays raw.
     Event(Event),
@@ -239,14 +256,36 @@ enum Incoming {
     Malformed { reason: String },
 }
 
+/// Why a reply is not a result.
+#[derive(Debug)]
+enum ReplyError {
+    /// The protocol error's `code` and `message[: data]`.
+    Protocol(i64, String),
+    /// A JSON object with a call's `id` whose envelope does not decode (a
+    /// non-string `sessionId`, a duplicate key, a fractional error `code`...).
+    /// Found by the `transport_envelope` fuzz target: such a reply used to be
+    /// skipped, so its call waited out its whole budget.
+    Malformed(serde_json::Error),
+}
+
 /// Decodes the envelope of one incoming text message.
 fn decode_envelope(text: &str) -> Incoming {
     let env: Envelope = match serde_json::from_str(text) {
         Ok(e) => e,
         Err(e) => {
-            return Incoming::Malformed {
-                reason: e.to_string(),
-            }
+            // Still answer the call it names, if any: fail it now.
+            let id = serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|v| v.get("id").and_then(Value::as_u64));
+            return match id {
+                Some(id) => Incoming::Reply {
+                    id,
+                    outcome: Err(ReplyError::Malformed(e)),
+                },
+                None => Incoming::Malformed {
+                    reason: e.to_string(),
+                },
+            };
         }
     };
     if let Some(id) = env.id {
@@ -256,7 +295,7 @@ fn decode_envelope(text: &str) -> Incoming {
                 if let Some(Value::String(d)) = err.data {
                     message = format!("{message}: {d}");
                 }
-                Err((err.code, message))
+                Err(ReplyError::Protocol(err.code, message))
             }
             None => Ok(env.result.unwrap_or(Value::Null)),
         };
@@ -284,8 +323,12 @@ const CRASH_EXEMPT: [&str; 4] = [
 impl Connection {
     /// Connects to a CDP endpoint.
     ///
-    /// `endpoint` is `ws://…`/`wss://…` (used as is) or `http://host:port`
-    /// (resolved through `GET /json/version` → `webSocketDebuggerUrl`).
+    /// `endpoint` is `ws://…`/`wss://…` (used as is) or `http://host:port` /
+    /// `https://host[:port]` (resolved through `GET /json/version` →
+    /// `webSocketDebuggerUrl`). TLS (`wss://`, `https://`) is rustls with the
+    /// ring provider, given explicitly (a process-wide default provider is
+    /// neither needed nor used), trusting the webpki roots plus
+    /// [`ConnectOptions::extra_root_certificates`]; SNI is the URL's host.
     ///
     /// # Errors
     /// [`Error::InvalidEndpoint`], [`Error::Connect`], [`Error::ConnectTimeout`];
@@ -326,15 +369,26 @@ impl Connection {
         let ws_ep = if ep.is_websocket() {
             ep.clone()
         } else {
-            let ws = crate::discovery::resolve_ws_url(&ep, &options.headers).await?;
+            let ws = crate::discovery::resolve_ws_url(
+                &ep,
+                &options.headers,
+                &options.extra_root_certificates,
+            )
+            .await?;
             Endpoint::parse(&ws)?
         };
-        if ws_ep.expose().scheme() == "wss" {
-            return Err(Error::Connect {
-                endpoint: ws_ep.to_string(),
-                reason: "wss:// needs TLS, which this build of cdp-transport leaves out; use a ws:// endpoint or a local TLS terminator".into(),
-            });
-        }
+        let connector = if ws_ep.expose().scheme() == "wss" {
+            let cfg =
+                crate::tls::client_config(&options.extra_root_certificates).map_err(|reason| {
+                    Error::Connect {
+                        endpoint: ws_ep.to_string(),
+                        reason,
+                    }
+                })?;
+            Some(tokio_tungstenite::Connector::Rustls(cfg))
+        } else {
+            None
+        };
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut req =
             ws_ep
@@ -366,12 +420,13 @@ impl Connection {
         let config = WebSocketConfig::default()
             .max_message_size(Some(options.max_message_size))
             .max_frame_size(Some(options.max_message_size));
-        let (ws, _resp) = tokio_tungstenite::connect_async_with_config(req, Some(config), true)
-            .await
-            .map_err(|e| Error::Connect {
-                endpoint: ws_ep.to_string(),
-                reason: scrub(&e.to_string(), ws_ep.expose()),
-            })?;
+        let (ws, _resp) =
+            tokio_tungstenite::connect_async_tls_with_config(req, Some(config), true, connector)
+                .await
+                .map_err(|e| Error::Connect {
+                    endpoint: ws_ep.to_string(),
+                    reason: scrub(&describe_ws_error(&e), ws_ep.expose()),
+                })?;
         debug!(endpoint = %ws_ep, "connected");
         Ok(Self::from_socket(ws, ws_ep, options))
     }
@@ -384,24 +439,8 @@ impl Connection {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let cap = options.event_capacity;
         let (out_tx, out_rx) = mpsc::channel(options.outgoing_capacity.max(1));
-        let (closed_tx, _) = watch::channel(None);
-        let core = Arc::new(Core {
-            endpoint,
-            options,
-            state: Mutex::new(State {
-                pending: HashMap::new(),
-                sessions: HashMap::new(),
-                browser_events: Some(broadcast::channel(cap).0),
-                all_events: Some(broadcast::channel(cap).0),
-                attached: Some(broadcast::channel(256).0),
-                closed: None,
-                closed_count: 0,
-            }),
-            next_id: AtomicU64::new(1),
-            closed_tx,
-        });
+        let core = Arc::new(Core::new(endpoint, options));
         let shutdown = tokio_util::sync::CancellationToken::new();
         let conn = Connection {
             h: Arc::new(Handle {
@@ -833,6 +872,26 @@ impl Session {
 }
 
 impl Core {
+    fn new(endpoint: Endpoint, options: ConnectOptions) -> Self {
+        let cap = options.event_capacity;
+        let (closed_tx, _) = watch::channel(None);
+        Core {
+            endpoint,
+            options,
+            state: Mutex::new(State {
+                pending: HashMap::new(),
+                sessions: HashMap::new(),
+                browser_events: Some(broadcast::channel(cap).0),
+                all_events: Some(broadcast::channel(cap).0),
+                attached: Some(broadcast::channel(256).0),
+                closed: None,
+                closed_count: 0,
+            }),
+            next_id: AtomicU64::new(1),
+            closed_tx,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means another thread panicked mid-update; the
         // table is still consistent enough to fail calls, so keep going.
@@ -975,10 +1034,19 @@ impl Core {
                     debug!(id, "reply for a caller that went away");
                     return;
                 };
-                let r = outcome.map_err(|(code, message)| Error::Protocol {
-                    method: p.method.clone(),
-                    code,
-                    message,
+                let r = outcome.map_err(|e| match e {
+                    ReplyError::Protocol(code, message) => Error::Protocol {
+                        method: p.method.clone(),
+                        code,
+                        message,
+                    },
+                    ReplyError::Malformed(source) => {
+                        warn!(id, error = %source, "malformed CDP reply fails its call");
+                        Error::Decode {
+                            method: p.method.clone(),
+                            source,
+                        }
+                    }
                 });
                 if r.is_ok() && (p.method == "Page.navigate" || p.method == "Page.reload") {
                     self.mark_crashed(p.session.as_ref(), None, false);
@@ -1071,6 +1139,115 @@ impl Core {
     }
 }
 
+/// Fuzzing and regression hook, not API: runs `frames`, in order, through the
+/// real incoming path (`Core::on_text`: envelope decoding, reply routing,
+/// session bookkeeping, event fan-out) of a connection that has no socket.
+///
+/// The routing table starts with sessions `S1` (target `T1`, page) and `S2`
+/// (target `T2`, iframe) and pending calls 1..=6 on the browser session, `S1`,
+/// `S2` and the unknown `S3`. Checked after every frame: a frame that is a
+/// JSON object whose `id` is a pending call's resolves that call (a reply is
+/// never lost, whatever else the envelope holds). Checked at the end: the
+/// connection is not closed, a fresh call still gets its reply, and a fresh
+/// event still reaches `subscribe_all`.
+///
+/// # Errors
+/// The first broken invariant, as text.
+///
+/// # Panics
+/// Never (a panic is what the fuzzer looks for).
+#[doc(hidden)]
+pub fn fuzz_decode_envelope(frames: &[&str]) -> std::result::Result<(), String> {
+    let endpoint = Endpoint::parse("ws://127.0.0.1:9/devtools/browser/fuzz")
+        .map_err(|e| format!("fixed endpoint: {e}"))?;
+    let core = Arc::new(Core::new(
+        endpoint,
+        ConnectOptions::default().event_capacity(8),
+    ));
+    let (out_tx, _out_rx) = mpsc::channel(1);
+    let handle = Arc::new(Handle {
+        core: core.clone(),
+        out_tx,
+        shutdown: tokio_util::sync::CancellationToken::new(),
+    });
+    let weak = ConnWeak(Arc::downgrade(&handle));
+    let mut all = Connection { h: handle.clone() }.subscribe_all();
+    let mut attached = Connection { h: handle.clone() }.attached_targets();
+    core.register_session(&SessionId::new("S1"), Some(TargetId::new("T1")), "page");
+    core.register_session(&SessionId::new("S2"), Some(TargetId::new("T2")), "iframe");
+    let calls = [
+        (None, "Browser.getVersion"),
+        (Some("S1"), "Page.navigate"),
+        (Some("S1"), "Runtime.evaluate"),
+        (Some("S2"), "DOM.getDocument"),
+        (Some("S2"), "Page.reload"),
+        (Some("S3"), "Target.getTargets"),
+    ];
+    let mut replies = Vec::new();
+    for (n, (session, method)) in (1u64..).zip(calls) {
+        let (tx, rx) = oneshot::channel();
+        core.lock().pending.insert(
+            n,
+            Pending {
+                method: method.into(),
+                session: session.map(SessionId::new),
+                tx,
+            },
+        );
+        replies.push(rx);
+    }
+    for text in frames {
+        let id = serde_json::from_str::<Value>(text)
+            .ok()
+            .and_then(|v| v.get("id").and_then(Value::as_u64));
+        let was_pending = id.is_some_and(|id| core.lock().pending.contains_key(&id));
+        core.on_text(&weak, text);
+        if let Some(id) = id.filter(|_| was_pending) {
+            if core.lock().pending.contains_key(&id) {
+                return Err(format!("the reply to pending call {id} was lost: {text:?}"));
+            }
+        }
+        while attached.try_recv().is_ok() {}
+    }
+    if let Some(reason) = core.lock().closed.clone() {
+        return Err(format!("connection closed by incoming text: {reason}"));
+    }
+    let probe = 1u64 << 62;
+    let (tx, mut rx) = oneshot::channel();
+    core.lock().pending.insert(
+        probe,
+        Pending {
+            method: "Browser.getVersion".into(),
+            session: None,
+            tx,
+        },
+    );
+    core.on_text(
+        &weak,
+        &format!(r#"{{"id":{probe},"result":{{"probe":true}}}}"#),
+    );
+    match rx.try_recv() {
+        Ok(Ok(v)) if v == json!({"probe": true}) => {}
+        other => return Err(format!("a fresh call got {other:?} instead of its reply")),
+    }
+    core.on_text(&weak, r#"{"method":"Fuzz.probe","params":{"n":1}}"#);
+    let mut seen = false;
+    while let Some(r) = all.try_recv() {
+        if let Ok(ev) = r {
+            seen |= ev.method == "Fuzz.probe" && ev.session_id.is_none();
+        }
+    }
+    if !seen {
+        return Err("a fresh event did not reach subscribe_all".into());
+    }
+    // Break the Session -> Connection -> Core cycle an undrained
+    // `attached_targets` buffer would keep.
+    while attached.try_recv().is_ok() {}
+    core.lock().attached = None;
+    drop(replies);
+    Ok(())
+}
+
 /// A weak handle used by the socket task to build `Session`s without keeping
 /// the connection alive.
 struct ConnWeak(std::sync::Weak<Handle>);
@@ -1131,6 +1308,18 @@ async fn socket_task<S>(
         }
     };
     core.close_all(cause);
+}
+
+/// The reason text of a failed WebSocket connect: TLS failures in words
+/// ([`crate::tls::describe_io`]), anything else as tungstenite says it.
+fn describe_ws_error(e: &tungstenite::Error) -> String {
+    match e {
+        tungstenite::Error::Io(io) => {
+            crate::tls::describe_io(io).unwrap_or_else(|| format!("IO error: {io}"))
+        }
+        tungstenite::Error::Tls(t) => format!("TLS: {t}"),
+        other => other.to_string(),
+    }
 }
 
 /// Replaces the URL (with credentials) inside an error text by its redacted form.

@@ -23,6 +23,13 @@
 //!   [`RecvError::Lagged`] and never stalls the socket.
 //! * Endpoint credentials (user info, query values) are redacted in every
 //!   `Debug`, `Display`, error and log line.
+//! * Endpoints: `ws://` and `wss://` WebSocket URLs, or `http://` and
+//!   `https://` URLs resolved through `/json/version`; hosted browser fleets
+//!   are usually `wss://`. TLS is rustls with the ring provider, passed
+//!   explicitly (no process-wide default provider is needed or consulted),
+//!   trusting the webpki roots plus
+//!   [`ConnectOptions::extra_root_certificates`] (DER, for a private CA). A
+//!   certificate that is not trusted is an [`Error::Connect`] that says so.
 //!
 //! ## Example
 //!
@@ -46,8 +53,11 @@ mod error;
 mod event;
 mod ids;
 pub mod launcher;
+mod tls;
 
 pub use budget::{Budget, BudgetRangeError, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
+#[doc(hidden)]
+pub use connection::fuzz_decode_envelope;
 pub use connection::{
     AttachedTarget, ConnectOptions, Connection, Session, DEFAULT_MAX_MESSAGE_SIZE,
 };

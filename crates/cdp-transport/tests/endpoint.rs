@@ -1,5 +1,9 @@
-//! Endpoints: credential redaction everywhere, `/json/version` discovery with
-//! extra headers, connect timeout, and the debug spans of connect/attach/call.
+//! Endpoints: credential redaction everywhere (plain and TLS), `/json/version`
+//! discovery with extra headers, connect timeout, and the debug spans of
+//! connect/attach/call.
+
+#[path = "support/tls.rs"]
+mod tls_support;
 
 use cdp_mock::{Action, MockServer};
 use cdp_transport::{redact, ConnectOptions, Connection, Endpoint, Error, TargetId};
@@ -147,11 +151,55 @@ async fn credentials_never_appear_in_debug_display_errors_or_logs() {
         .expect_err("closed");
     assert_clean_error("call on a closed connection", &err);
 
+    // The same over TLS: wss:// straight, and https:// discovery to wss://.
+    let pki = tls_support::TestPki::new();
+    let wss_relay = tls_support::TlsRelay::start(&pki, addr).await;
+    let wss_json = mock
+        .serve_json_version(Some(&format!(
+            "wss://localhost:{}/devtools/browser/mock",
+            wss_relay.port
+        )))
+        .await;
+    let https_relay = tls_support::TlsRelay::start(&pki, tls_support::http_addr(&wss_json)).await;
+    let trusted = opts
+        .clone()
+        .extra_root_certificates(vec![pki.ca_der.clone()]);
+    assert_clean("ConnectOptions Debug with roots", &format!("{trusted:?}"));
+    for url in [
+        format!(
+            "wss://alice:hunter2pw@localhost:{}/devtools/browser/mock?token=s3cr3t-t0ken",
+            wss_relay.port
+        ),
+        format!(
+            "https://alice:hunter2pw@localhost:{}/?token=s3cr3t-t0ken",
+            https_relay.port
+        ),
+    ] {
+        let conn = Connection::connect(&url, trusted.clone())
+            .await
+            .expect("connect over TLS with credentials");
+        assert_clean("TLS Connection Debug", &format!("{conn:?}"));
+        assert_clean("TLS Connection::endpoint", &conn.endpoint().to_string());
+        conn.browser()
+            .call("Browser.getVersion", json!({}), T)
+            .await
+            .expect("call over TLS");
+        conn.close();
+    }
+    let hs = mock.handshakes();
+    assert_eq!(hs.len(), 3, "plain, wss, https → wss: {hs:?}");
+    assert!(
+        hs.iter()
+            .all(|h| h.path_and_query.contains("token=s3cr3t-t0ken")),
+        "the token is sent over TLS too: {hs:?}"
+    );
+
     // Every way connecting can fail.
     let dead = closed_port().await;
     let (silent, _silent_task) = silent_listener().await;
     let http = mock.serve_json_version(None).await;
     let http_port = http.rsplit(':').next().expect("port");
+    let (wss_port, https_port) = (wss_relay.port, https_relay.port);
     let cases = [
         format!("ws://alice:hunter2pw@127.0.0.1:{dead}/devtools/browser/x?token=s3cr3t-t0ken"),
         format!("http://alice:hunter2pw@127.0.0.1:{dead}/?token=s3cr3t-t0ken"),
@@ -159,9 +207,17 @@ async fn credentials_never_appear_in_debug_display_errors_or_logs() {
         format!("http://alice:hunter2pw@127.0.0.1:{silent}/?token=s3cr3t-t0ken"),
         // A WebSocket handshake refused with HTTP 404 by the discovery server.
         format!("ws://alice:hunter2pw@127.0.0.1:{http_port}/nope?token=s3cr3t-t0ken"),
-        // Schemes this build refuses, and strings that are not URLs.
-        "wss://alice:hunter2pw@example.invalid/?token=s3cr3t-t0ken".to_string(),
-        "https://alice:hunter2pw@example.invalid/?token=s3cr3t-t0ken".to_string(),
+        // TLS: refused, silent, and a certificate from a CA nobody trusts
+        // (`opts` has no extra roots).
+        format!("wss://alice:hunter2pw@localhost:{dead}/devtools/browser/x?token=s3cr3t-t0ken"),
+        format!("https://alice:hunter2pw@localhost:{dead}/?token=s3cr3t-t0ken"),
+        format!("wss://alice:hunter2pw@localhost:{silent}/?token=s3cr3t-t0ken"),
+        format!("https://alice:hunter2pw@localhost:{silent}/?token=s3cr3t-t0ken"),
+        format!(
+            "wss://alice:hunter2pw@localhost:{wss_port}/devtools/browser/mock?token=s3cr3t-t0ken"
+        ),
+        format!("https://alice:hunter2pw@localhost:{https_port}/?token=s3cr3t-t0ken"),
+        // Schemes nobody supports, and strings that are not URLs.
         "ftp://alice:hunter2pw@example.invalid/?token=s3cr3t-t0ken".to_string(),
         "ws://alice:hunter2pw@".to_string(),
         "ws://alice:hunter2pw@[::1/?token=s3cr3t-t0ken".to_string(),
