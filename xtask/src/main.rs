@@ -1,4 +1,4 @@
-//! `cargo xtask`: project tasks (setup, test, demo, bench, e2e).
+//! `cargo xtask`: project tasks (setup, test, demo, bench, e2e, fuzz).
 //!
 //! Every task prints what it runs. `setup` installs Chromium when missing
 //! (Debian's `chromium` package through apt-get, as root), so that a fresh
@@ -28,6 +28,7 @@ fn main() -> Result<()> {
             run(cargo().args(["run", "--release", "-p", "tabwarden-bench", "--"]).args(rest))
         }
         "e2e" => e2e(rest),
+        "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             println!("{HELP}");
             Ok(())
@@ -43,7 +44,12 @@ const HELP: &str = "cargo xtask <task>
   bench [--quick]       setup, then the benchmark table (release build)
   e2e --backend browserbase
                         the bridge suite against a real Browserbase session; needs
-                        BROWSERBASE_API_KEY and outside network (neither exists on CI here)";
+                        BROWSERBASE_API_KEY and outside network (neither exists on CI here)
+  fuzz --minutes N [--target NAME]
+                        build the cargo-fuzz targets in fuzz/ and run each (or NAME) for
+                        N minutes, nice'd, one at a time; not part of `test`. Needs
+                        cargo-fuzz (cargo install cargo-fuzz --locked); on stable Rust
+                        it sets RUSTC_BOOTSTRAP=1 for the nightly-only flags";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
@@ -127,4 +133,80 @@ fn e2e(rest: &[String]) -> Result<()> {
         }
         Some(other) => bail!("unknown backend {other:?}: use local or browserbase"),
     }
+}
+
+/// The cargo-fuzz targets in `fuzz/fuzz_targets/`, in run order.
+const FUZZ_TARGETS: [&str; 3] = ["transport_envelope", "bridge_paused", "tool_args"];
+
+/// `cargo xtask fuzz --minutes N [--target NAME]`: builds the targets once and
+/// runs each for N minutes under `nice -n 19`, one process at a time. New
+/// corpus entries go to `fuzz/corpus/<target>` (ignored by git); the committed
+/// `fuzz/seeds/<target>` and `fuzz/regressions/<target>` are read as extra
+/// corpus; a crash is saved under `fuzz/artifacts/<target>` and stops the run.
+/// Sanitizer off (`-s none`): the workspace denies `unsafe`, so what we look
+/// for is panics, broken invariants, hangs (`-timeout`) and memory blow-ups
+/// (`-rss_limit_mb`); debug assertions and overflow checks are on (`-a`).
+fn fuzz(rest: &[String]) -> Result<()> {
+    let value = |flag: &str| rest.iter().position(|a| a == flag).and_then(|i| rest.get(i + 1));
+    let minutes: f64 = match value("--minutes") {
+        Some(m) => m.parse().ok().filter(|m: &f64| *m > 0.0).with_context(|| format!("--minutes {m:?} is not a positive number"))?,
+        None => bail!("usage: cargo xtask fuzz --minutes N [--target NAME]"),
+    };
+    let targets: Vec<&str> = match value("--target") {
+        Some(t) if FUZZ_TARGETS.contains(&t.as_str()) => vec![t.as_str()],
+        Some(t) => bail!("unknown fuzz target {t:?}: use one of {}", FUZZ_TARGETS.join(", ")),
+        None => FUZZ_TARGETS.to_vec(),
+    };
+    let dir = root().join("fuzz");
+    let cargo_fuzz = || {
+        let mut c = Command::new("nice");
+        c.args(["-n", "19"])
+            .arg(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .arg("fuzz")
+            .current_dir(&dir)
+            // cargo-fuzz passes -Z flags; this lets the stable toolchain take them.
+            .env("RUSTC_BOOTSTRAP", "1");
+        c
+    };
+    if !cargo_fuzz().arg("--version").output().is_ok_and(|o| o.status.success()) {
+        bail!("cargo-fuzz is missing: run `cargo install cargo-fuzz --locked`");
+    }
+    // Same flags for build and run, so `run` does not rebuild.
+    let flags = ["-s", "none", "-a", "--features", "tool-surface"];
+    run(cargo_fuzz().arg("build").args(flags))?;
+    let secs = ((minutes * 60.0).round() as u64).max(1);
+    for t in targets {
+        let corpus = dir.join("corpus").join(t);
+        std::fs::create_dir_all(&corpus).with_context(|| format!("cannot create {}", corpus.display()))?;
+        let mut c = cargo_fuzz();
+        c.args(["run", t]).args(flags).arg(&corpus);
+        for extra in ["seeds", "regressions"] {
+            let d = dir.join(extra).join(t);
+            if d.is_dir() {
+                c.arg(d);
+            }
+        }
+        c.arg("--")
+            .arg(format!("-max_total_time={secs}"))
+            .args(["-jobs=1", "-workers=1", "-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1"]);
+        let dict = dir.join("dicts").join(format!("{t}.dict"));
+        if dict.is_file() {
+            c.arg(format!("-dict={}", dict.display()));
+        }
+        // With -jobs libFuzzer writes the worker's output to fuzz-0.log in the
+        // working directory; show its end (the final stats) either way.
+        let log = dir.join("fuzz-0.log");
+        let _ = std::fs::remove_file(&log);
+        let r = run(&mut c);
+        if let Ok(text) = std::fs::read_to_string(&log) {
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!("xtask: {t}: last lines of {}:", log.display());
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                eprintln!("  {l}");
+            }
+            let _ = std::fs::rename(&log, dir.join(format!("{t}.log")));
+        }
+        r.with_context(|| format!("fuzz target {t} failed: see fuzz/artifacts/{t}/ and fuzz/{t}.log"))?;
+    }
+    Ok(())
 }
