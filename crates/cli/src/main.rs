@@ -1,7 +1,9 @@
 //! `tabwarden`: drive Chromium over CDP from an AI agent without hanging.
 //!
 //! Commands: `demo`, `snapshot`, `eval`, `screenshot`, `mcp`. Results go to
-//! stdout, logs to stderr (`RUST_LOG`, default `warn`).
+//! stdout, logs to stderr (`RUST_LOG`, default `warn`); `eval --metrics`
+//! also prints the engine's metrics to stderr as one JSON line
+//! `{"metrics": {…}}`.
 //!
 //! Exit codes: 0 success; 1 the tool reported an error (its JSON is printed)
 //! or a demo expectation failed; 2 bad command line; 3 no browser (Chromium
@@ -70,6 +72,10 @@ enum Command {
         /// Budget in ms (1..=120000, default 20000); a script still running is terminated.
         #[arg(long)]
         timeout_ms: Option<u64>,
+        /// After the evaluate, print the engine's metrics (evaluations,
+        /// timeouts, terminations, …) as one line of JSON to stderr.
+        #[arg(long)]
+        metrics: bool,
         #[command(flatten)]
         browser: BrowserArgs,
     },
@@ -142,6 +148,13 @@ fn to_url(target: &str) -> anyhow::Result<String> {
 
 fn print(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// `eval --metrics`: the engine's counters ([`Tools::metrics`]) as one line
+/// of JSON on stderr, `{"metrics": {evaluations, succeeded, timeouts, …}}`.
+fn print_metrics(tools: &Tools) {
+    let m = serde_json::to_value(tools.metrics()).unwrap_or(Value::Null);
+    eprintln!("{}", json!({ "metrics": m }));
 }
 
 fn is_error(v: &Value) -> bool {
@@ -233,6 +246,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             target,
             expression,
             timeout_ms,
+            metrics,
             browser: b,
         } => {
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
@@ -250,6 +264,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let out = tools.call("browser_evaluate", args).await;
             print(&out);
+            if metrics {
+                print_metrics(&tools);
+            }
             if is_error(&out) {
                 return Err(Failure::Tool);
             }

@@ -186,6 +186,45 @@ fn eval_prints_the_value_and_a_hung_script_times_out_with_exit_1() {
 }
 
 #[test]
+fn eval_metrics_prints_the_engine_counters_as_json_on_stderr() {
+    let ws = shared();
+    let out = bin()
+        .args([
+            "eval",
+            "--cdp-url",
+            &ws,
+            "--metrics",
+            "data:text/html,<title>M</title>",
+            "document.title",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["value"], "M", "stdout keeps only the result");
+    let metrics: Value = stderr
+        .lines()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|j| j.get("metrics").is_some())
+        })
+        .unwrap_or_else(|| panic!("no metrics line on stderr: {stderr}"))["metrics"]
+        .clone();
+    assert_eq!(metrics["evaluations"], 1, "{metrics}");
+    assert_eq!(metrics["succeeded"], 1, "{metrics}");
+    assert_eq!(metrics["timeouts"], 0, "{metrics}");
+
+    // Without the flag, nothing of the kind.
+    let out = bin()
+        .args(["eval", "--cdp-url", &ws, "data:text/html,x", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("\"metrics\""));
+}
+
+#[test]
 fn screenshot_writes_a_png() {
     let ws = shared();
     let dir = std::env::temp_dir().join(format!("tabwarden-shot-{}", std::process::id()));

@@ -19,6 +19,17 @@ pub enum DialogPolicy {
     AutoAccept,
 }
 
+impl DialogPolicy {
+    /// The snake_case name (`must_respond`, `auto_dismiss`, `auto_accept`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MustRespond => "must_respond",
+            Self::AutoDismiss => "auto_dismiss",
+            Self::AutoAccept => "auto_accept",
+        }
+    }
+}
+
 impl FromStr for DialogPolicy {
     type Err = Error;
     /// Parses `must_respond`, `auto_dismiss`, `auto_accept`.

@@ -124,6 +124,8 @@ pub(crate) struct State {
     /// Close events still to come for dialogs already retired on our answer's reply.
     pub swallow_close: HashMap<SessionId, u32>,
     console: VecDeque<ConsoleError>,
+    /// Console errors seen in all, the ones the ring dropped included.
+    console_total: u64,
     pub bridge: Bridge,
     pub bridge_mode: BridgeMode,
     pub auto_bridge_window: Duration,
@@ -168,6 +170,7 @@ impl State {
             next_dialog: 1,
             swallow_close: HashMap::new(),
             console: VecDeque::new(),
+            console_total: 0,
             bridge,
             bridge_mode,
             auto_bridge_window: Duration::from_millis(100),
@@ -791,7 +794,7 @@ impl State {
         };
         let id = format!("d-{}", self.next_dialog);
         self.next_dialog += 1;
-        let kind = str_of(p, "type");
+        let kind = dialog_type(p);
         let default_prompt = if kind == "prompt" {
             Some(str_of(p, "defaultPrompt"))
         } else {
@@ -965,6 +968,7 @@ impl State {
         url: Option<String>,
         session_id: Option<SessionId>,
     ) {
+        self.console_total = self.console_total.saturating_add(1);
         if self.console.len() >= CONSOLE_ERRORS_CAP {
             self.console.pop_front();
         }
@@ -1053,6 +1057,7 @@ impl State {
                 truncated,
             },
             console_errors: self.console.iter().cloned().collect(),
+            console_errors_total: self.console_total,
             popups,
             bridge_active: self.bridge_active,
             bridge_refused: self.bridge_refused,
@@ -1066,6 +1071,23 @@ pub(crate) struct FrameRoute {
     pub top: bool,
     pub parent: Option<FrameId>,
     pub ctx: Option<ExecutionContextId>,
+}
+
+/// `type` of a `Page.javascriptDialogOpening`: one of CDP's
+/// `Page.DialogType` values, or `unknown` when it is missing or not one we
+/// know (a malformed or newer event). The dialog is recorded either way and
+/// answered like any other (`Page.handleJavaScriptDialog`).
+fn dialog_type(p: &Value) -> String {
+    match p.get("type").and_then(Value::as_str) {
+        Some(t @ ("alert" | "confirm" | "prompt" | "beforeunload")) => t.to_string(),
+        other => {
+            warn!(
+                given = ?other,
+                "dialog event with a missing or unknown type: recorded as unknown"
+            );
+            "unknown".to_string()
+        }
+    }
 }
 
 fn str_of(v: &Value, k: &str) -> String {

@@ -1,6 +1,6 @@
 //! The supervisor: one event loop per tab, a lock-free view, respond and route.
 
-use crate::config::{BridgeMode, DialogAction, SupervisorConfig};
+use crate::config::{BridgeMode, DialogAction, DialogPolicy, SupervisorConfig};
 use crate::error::{Error, Result};
 use crate::state::{Effect, Kind, State};
 use crate::view::{ClosedBy, ClosedDialog, PendingDialog, SupervisorView};
@@ -60,6 +60,9 @@ pub struct FrameContext {
 struct Shared {
     state: Mutex<State>,
     view: ArcSwap<SupervisorView>,
+    /// The current connection (as `State::conn`), readable without the state
+    /// lock so that [`Supervisor::snapshot`] can notice a closed socket.
+    conn: ArcSwap<Connection>,
     view_tx: watch::Sender<Arc<SupervisorView>>,
     dialog_tx: broadcast::Sender<DialogEvent>,
     config: SupervisorConfig,
@@ -103,13 +106,17 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Publishes the state as a new view and announces dialog changes.
+    /// Publishes the state as a new view, then announces dialog changes and
+    /// the new view: the view is stored first, so a caller woken by a
+    /// [`DialogEvent`] or by [`Supervisor::changes`] finds the change in
+    /// [`Supervisor::snapshot`].
     fn commit(&self, st: &State) {
         let old = self.view.load_full();
         let new = Arc::new(st.view());
         if *new == *old {
             return;
         }
+        self.view.store(new.clone());
         for d in &new.pending_dialogs {
             if !old.pending_dialogs.iter().any(|o| o.id == d.id) {
                 let _ = self.dialog_tx.send(DialogEvent::Opened(d.clone()));
@@ -124,10 +131,23 @@ impl Shared {
                 let _ = self.dialog_tx.send(DialogEvent::Closed(d.clone()));
             }
         }
-        self.view.store(new.clone());
         self.view_tx.send_replace(new);
     }
 
+    /// When the state's connection has closed but the state is still
+    /// active, marks it inactive now (pending dialogs retired as `remote`),
+    /// without waiting for the event loop to reach the end of its stream
+    /// (it may be busy with a backlog). The event loop then reconnects as usual.
+    fn retire_if_closed(&self, st: &mut State) -> bool {
+        if !st.active {
+            return false;
+        }
+        let Some(r) = st.conn.closed_reason() else {
+            return false;
+        };
+        st.set_inactive(closed_reason_text(Some(r)));
+        true
+    }
     fn budget(&self, d: Duration) -> Budget {
         Budget::new(d).with_parent(&self.shutdown)
     }
@@ -218,6 +238,7 @@ impl Supervisor {
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             view: ArcSwap::new(view),
+            conn: ArcSwap::from_pointee(conn.clone()),
             view_tx,
             dialog_tx: broadcast::channel(64).0,
             endpoint: conn.endpoint().expose().as_str().to_string(),
@@ -241,9 +262,26 @@ impl Supervisor {
         Ok(sup)
     }
 
-    /// The current view. Lock-free: never waits for the event loop.
+    /// The current view. Never waits for the event loop.
+    ///
+    /// Lock-free, except once: the first read after the connection closed
+    /// (while the event loop may still be busy with earlier events) marks the
+    /// view inactive (`connection closed: …`) and retires pending dialogs as
+    /// `remote` right away, under the state lock, so no reader sees a dialog
+    /// waiting on a dead connection.
+    ///
+    /// # Panics
+    /// Never.
     pub fn snapshot(&self) -> Arc<SupervisorView> {
-        self.shared.view.load_full()
+        let v = self.shared.view.load_full();
+        if v.active && self.shared.conn.load().is_closed() {
+            let mut st = self.shared.lock();
+            if self.shared.retire_if_closed(&mut st) {
+                self.shared.commit(&st);
+            }
+            return self.shared.view.load_full();
+        }
+        v
     }
 
     /// A receiver that sees every new view (the latest is always available;
@@ -260,6 +298,11 @@ impl Supervisor {
     /// The supervised tab's target id.
     pub fn target_id(&self) -> &TargetId {
         &self.shared.target_id
+    }
+
+    /// The dialog policy this supervisor answers dialogs with.
+    pub fn dialog_policy(&self) -> DialogPolicy {
+        self.shared.config.policy
     }
 
     /// The dialog bridge mode this supervisor was configured with (whether
@@ -703,6 +746,8 @@ async fn answer(
             if e.protocol_message().is_some() {
                 st.close_dialog(id, ClosedBy::Remote, None, None);
             }
+            // The socket is gone: nothing waits for the event loop to notice.
+            shared.retire_if_closed(&mut st);
             Err(Error::Answer {
                 id: id.into(),
                 source: e,
@@ -848,14 +893,7 @@ async fn event_loop(shared: Arc<Shared>, mut conn: Connection, mut events: Event
                 warn!(n, target_id = %shared.target_id, "supervisor event loop lagged; state may miss events");
                 None
             }
-            Err(_) => Some((
-                format!(
-                    "connection closed: {}",
-                    conn.closed_reason()
-                        .unwrap_or_else(|| "socket ended".into())
-                ),
-                true,
-            )),
+            Err(_) => Some((closed_reason_text(conn.closed_reason()), true)),
         };
         if let Some((reason, reconnect)) = gone {
             match recover(&shared, &conn, reason, reconnect).await {
@@ -867,6 +905,14 @@ async fn event_loop(shared: Arc<Shared>, mut conn: Connection, mut events: Event
             }
         }
     }
+}
+
+/// The inactive reason for a lost connection.
+fn closed_reason_text(reason: Option<String>) -> String {
+    format!(
+        "connection closed: {}",
+        reason.unwrap_or_else(|| "socket ended".into())
+    )
 }
 
 /// Marks the view inactive, then reconnects with backoff: a new connection if
@@ -958,6 +1004,7 @@ async fn reattach(
     {
         let mut st = shared.lock();
         st.reset_for(conn.clone(), page.clone());
+        shared.conn.store(Arc::new(conn.clone()));
         shared.commit(&st);
     }
     setup_page(shared, &conn, &page).await?;

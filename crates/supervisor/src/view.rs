@@ -58,7 +58,10 @@ pub enum DialogPath {
 pub struct PendingDialog {
     /// `d-N`, unique within one supervisor.
     pub id: String,
-    /// `alert`, `confirm`, `prompt` or `beforeunload` (as CDP sends it).
+    /// `alert`, `confirm`, `prompt` or `beforeunload` (as CDP sends it), or
+    /// `unknown` when the event's `type` is missing or none of these (a
+    /// malformed or newer event): such a dialog is still pending and
+    /// answerable like any other.
     #[serde(rename = "type")]
     pub kind: String,
     /// The dialog text.
@@ -183,6 +186,10 @@ pub struct SupervisorView {
     pub frame_tree: FrameTreeView,
     /// Up to [`CONSOLE_ERRORS_CAP`] console errors, oldest first.
     pub console_errors: Vec<ConsoleError>,
+    /// Every console error seen since the supervisor started (across
+    /// reconnects), including those the ring of [`CONSOLE_ERRORS_CAP`] no
+    /// longer holds.
+    pub console_errors_total: u64,
     /// Popups opened by the tab and still open.
     pub popups: Vec<PopupView>,
     /// True once the dialog bridge is installed on the page session of the

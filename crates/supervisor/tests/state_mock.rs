@@ -676,3 +676,184 @@ fn bad_names_are_typed_errors() {
     assert!("always".parse::<BridgeMode>().is_err());
     assert_eq!("auto".parse::<BridgeMode>().expect("ok"), BridgeMode::Auto);
 }
+
+/// A waker that, when woken, reads the supervisor's view at that very
+/// moment: a broadcast `send` wakes a waiting receiver inline, so this sees
+/// the view as it was when the event went out.
+struct ViewAtWake {
+    sup: Supervisor,
+    pending_seen: std::sync::Mutex<Vec<usize>>,
+}
+
+impl std::task::Wake for ViewAtWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        let n = self.sup.snapshot().pending_dialogs.len();
+        self.pending_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(n);
+    }
+}
+
+#[tokio::test]
+async fn a_dialog_event_is_sent_only_once_the_view_holds_the_dialog() {
+    // A caller woken by `DialogEvent::Opened` must find the dialog in
+    // `snapshot()`: the view is stored before the event is broadcast.
+    use std::future::Future;
+    let (mock, sup) = start(SupervisorConfig::default()).await;
+    let probe = std::sync::Arc::new(ViewAtWake {
+        sup: sup.clone(),
+        pending_seen: Default::default(),
+    });
+    let waker = std::task::Waker::from(probe.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut rx = sup.dialog_events();
+    let mut recv = Box::pin(rx.recv());
+    assert!(recv.as_mut().poll(&mut cx).is_pending());
+    page_event(
+        &mock,
+        "Page.javascriptDialogOpening",
+        json!({"type": "alert", "message": "m", "url": "http://a.test/"}),
+    );
+    sup.wait_for_dialog(T).await.expect("dialog");
+    let seen = probe
+        .pending_seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    assert_eq!(
+        seen.first(),
+        Some(&1),
+        "when Opened went out the view held {seen:?} pending dialogs"
+    );
+    match recv.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(supervisor::DialogEvent::Opened(d))) => assert_eq!(d.id, "d-1"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn console_errors_total_counts_every_error_seen_past_the_ring() {
+    let (mock, sup) = start(SupervisorConfig::default()).await;
+    assert_eq!(sup.snapshot().console_errors_total, 0);
+    for i in 0..75 {
+        page_event(
+            &mock,
+            "Runtime.consoleAPICalled",
+            json!({"type": "error", "args": [{"type": "string", "value": format!("e{i}")}]}),
+        );
+    }
+    page_event(
+        &mock,
+        "Runtime.consoleAPICalled",
+        json!({"type": "warning", "args": [{"type": "string", "value": "not counted"}]}),
+    );
+    page_event(
+        &mock,
+        "Runtime.exceptionThrown",
+        json!({"timestamp": 1.0, "exceptionDetails": {"text": "Uncaught"}}),
+    );
+    let v = sup
+        .wait_until(T, |v| v.console_errors_total == 76)
+        .await
+        .unwrap_or_else(|_| panic!("total: {}", sup.snapshot().console_errors_total));
+    assert_eq!(v.console_errors.len(), 50, "the ring stays bounded");
+}
+
+/// A backlog that keeps the event loop busy for a while: every frame
+/// attached makes the next view bigger to build.
+fn flood_frames(mock: &MockServer, n: usize) {
+    for i in 0..n {
+        page_event(
+            mock,
+            "Page.frameAttached",
+            json!({"frameId": format!("BACKLOG{i}"), "parentFrameId": "MAIN"}),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_retires_pending_dialogs_before_anyone_can_read_them() {
+    // No reconnect, so the view stays as the loss left it.
+    let mut config = SupervisorConfig::default();
+    config.reconnect = ReconnectPolicy::default().max_consecutive_failures(0);
+    let (mock, sup) = start(config).await;
+    mock.on_action("Page.handleJavaScriptDialog", Action::Never);
+    page_event(
+        &mock,
+        "Page.javascriptDialogOpening",
+        json!({"type": "alert", "message": "lost", "url": "http://a.test/"}),
+    );
+    sup.wait_for_dialog(T).await.expect("dialog");
+    // The answer is in flight when the socket goes: it fails, and the very
+    // next read of the view has no dialog waiting on the dead connection.
+    let answering = sup.respond(DialogAction::Accept, None, None, T);
+    let drop_soon = async {
+        mock.wait_for("Page.handleJavaScriptDialog", 1, T).await;
+        flood_frames(&mock, 3000);
+        mock.drop_connections();
+    };
+    let (r, ()) = tokio::join!(answering, drop_soon);
+    let err = r.expect_err("the answer cannot succeed");
+    assert!(err.to_string().contains("closed"), "{err}");
+    let v = sup.snapshot();
+    assert!(v.pending_dialogs.is_empty(), "{:?}", v.pending_dialogs);
+    assert!(!v.active, "inactive once the connection is known closed");
+    assert!(
+        v.reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("connection closed")),
+        "{:?}",
+        v.reason
+    );
+    assert_eq!(
+        v.recent_dialogs.last().map(|d| d.closed_by),
+        Some(ClosedBy::Remote)
+    );
+    // And when nobody answers: the closed socket alone is enough.
+    let (mock, sup) = start({
+        let mut c = SupervisorConfig::default();
+        c.reconnect = ReconnectPolicy::default().max_consecutive_failures(0);
+        c
+    })
+    .await;
+    page_event(
+        &mock,
+        "Page.javascriptDialogOpening",
+        json!({"type": "alert", "message": "lost too", "url": "http://a.test/"}),
+    );
+    sup.wait_for_dialog(T).await.expect("dialog");
+    // A backlog of events keeps the event loop busy past the socket's end:
+    // the view must not wait for the loop to reach the end of the stream.
+    flood_frames(&mock, 3000);
+    let conn = sup.connection();
+    mock.drop_connections();
+    conn.closed().await;
+    let v = sup.snapshot();
+    assert!(v.pending_dialogs.is_empty(), "{:?}", v.pending_dialogs);
+    assert!(!v.active);
+}
+
+#[tokio::test]
+async fn a_dialog_event_without_a_known_type_is_recorded_as_unknown_and_answerable() {
+    let (mock, sup) = start(SupervisorConfig::default()).await;
+    mock.send_raw("{\"method\": \"Page.javascriptDialogOpening\", \"params\": {\"type\": \"telepathy\", \"message\": 5, \"url\": []}, \"sessionId\": \"PAGE\"}");
+    mock.send_raw("{\"method\": \"Page.javascriptDialogOpening\", \"params\": {\"message\": \"no type\"}, \"sessionId\": \"PAGE\"}");
+    let v = sup
+        .wait_until(T, |v| v.pending_dialogs.len() == 2)
+        .await
+        .expect("both recorded");
+    let kinds: Vec<&str> = v.pending_dialogs.iter().map(|d| d.kind.as_str()).collect();
+    assert_eq!(kinds, ["unknown", "unknown"]);
+    assert_eq!(v.pending_dialogs[1].message, "no type");
+    sup.respond(DialogAction::Dismiss, None, Some("d-1"), T)
+        .await
+        .expect("an unknown dialog can be answered");
+    assert_eq!(
+        mock.received_method("Page.handleJavaScriptDialog")[0].params,
+        json!({"accept": false})
+    );
+}

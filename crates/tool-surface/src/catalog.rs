@@ -123,11 +123,23 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
             ))
         }
     };
+    // The keys given, to name an unknown one exactly: serde quotes it in
+    // backticks, and a key may hold backticks itself (found by the `tool_args`
+    // fuzz target: {"a`b": 1} was reported as field `a`).
+    let keys: Vec<String> = args
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
     serde_path_to_error::deserialize::<_, T>(args).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.inner().to_string();
         let field = if path == "." || path.is_empty() {
-            backticked(&inner).unwrap_or("arguments").to_string()
+            keys.iter()
+                .map(String::as_str)
+                .find(|k| inner.starts_with(&format!("unknown field `{k}`,")))
+                .or_else(|| backticked(&inner))
+                .unwrap_or("arguments")
+                .to_string()
         } else {
             path
         };
@@ -179,6 +191,12 @@ mod tests {
         let e =
             parse_args::<SnapshotRequest>("browser_snapshot", json!({"timeoutMs": 5})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("timeoutMs"));
+    }
+
+    #[test]
+    fn unknown_field_with_backticks_is_named_exactly() {
+        let e = parse_args::<SnapshotRequest>("browser_snapshot", json!({"a`b": 1})).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("a`b"));
     }
 
     #[test]

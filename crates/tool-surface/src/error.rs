@@ -171,6 +171,15 @@ impl ToolError {
         )
         .next("restart the tabwarden server (or check the --cdp-url endpoint)")
     }
+    /// A `browser_closed` error for a tab that is gone while the browser
+    /// is not (closed by another client or the user, its target destroyed).
+    pub fn tab_closed(reason: impl std::fmt::Display) -> Self {
+        Self::new(
+            ErrorCode::BrowserClosed,
+            format!("the tab was closed ({reason})"),
+        )
+        .next("call browser_tabs with {\"action\": \"new\"} to open a new tab (or list the tabs and select one)")
+    }
     /// A `target_crashed` error.
     pub fn crashed() -> Self {
         Self::new(ErrorCode::TargetCrashed, "the tab's renderer crashed")

@@ -54,7 +54,8 @@
 //!
 //! ### Shared objects
 //!
-//! * dialog: `{id: "d-N", type: "alert"|"confirm"|"prompt"|"beforeunload", message, default_prompt?, frame_id?, url?}`
+//! * dialog: `{id: "d-N", type: "alert"|"confirm"|"prompt"|"beforeunload"|"unknown", message, default_prompt?, frame_id?, url?}`
+//!   (`unknown`: the browser's event had no or an unrecognised type; answer it like any other)
 //! * closed dialog: `{id, type, message, closed_by: "agent"|"auto_policy"|"watchdog"|"remote", accepted?, user_input?}`
 //! * frame: `{frame_id, url, name?, oopif?: true, children?: [frame]}` (`oopif` and
 //!   `children` absent when false / empty)
@@ -94,6 +95,28 @@
 //! terminated (`Runtime.terminateExecution`) and the call fails with
 //! `timeout` naming `timeout_ms`; the tab stays usable. A dialog opened by
 //! the script ends the call with `dialog_pending`.
+//!
+//! `console_errors` (snapshot) and `total` (`browser_console`) count every
+//! console error seen since the tab was supervised; `errors` holds at most
+//! the last 50.
+//!
+//! Dialog policies: under `must_respond` (default) a pending dialog makes
+//! renderer-bound tools return `dialog_pending` at once, and a call under way
+//! when one opens returns `dialog_opened` / `dialog_pending`. Under
+//! `auto_dismiss` / `auto_accept` the policy owns every dialog: no call is
+//! refused or cut short for one (a call waits, within its `timeout_ms`, for
+//! the policy to answer the dialogs pending when it starts), and
+//! `browser_navigate` sends the navigation even while a dialog shows (the
+//! navigation closes it; it is recorded `auto_policy` or `remote`). The one
+//! exception: the evaluate engine ends an evaluate when a dialog opens, so
+//! `browser_evaluate` still returns `dialog_pending`, saying the policy
+//! answers the dialog and the script's outcome is unknown.
+//!
+//! A tab closed elsewhere (another client, the user) gives `browser_closed`
+//! "the tab was closed (…)" with `next_step` `browser_tabs`; a lost
+//! connection gives `browser_closed` naming it. When the supervisor
+//! reconnects (see [`ToolsConfig::reconnect_attempts`]) the tools work again
+//! on its new connection; refs from before are `stale_ref`.
 //!
 //! `browser_cdp` refuses script-running methods (`Runtime.evaluate`,
 //! `Runtime.callFunctionOn`, `Runtime.compileScript`, `Runtime.runScript`,

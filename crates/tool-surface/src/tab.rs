@@ -4,31 +4,59 @@
 //!
 //! This module owns no browser state of its own: every fact is read from the
 //! supervisor's lock-free view or the latest ref map, and converted to the
-//! JSON views of [`crate::types`]. The only waiting it does is
-//! [`Tab::race_dialog`], which ends a renderer-bound call as soon as the
-//! supervisor reports a dialog, under the caller's budget.
+//! JSON views of [`crate::types`]. The waiting it does, always under the
+//! caller's budget: [`Tab::race_dialog`], which ends a renderer-bound call as
+//! soon as the supervisor reports a dialog (unless an auto policy owns the
+//! dialogs); [`Tab::ready`], which rebuilds the engine and the snapshotter
+//! after the supervisor reconnected and lets an auto policy answer the
+//! dialogs pending when a call starts.
 
 use crate::error::{ErrorCode, ToolError};
 use crate::types::{
     ClosedDialogView, ConsoleEntry, DialogView, FrameNode, FrameTreeView, SupervisorView,
 };
-use cdp_transport::{Budget, Connection, FrameId, TargetId};
+use cdp_transport::{Budget, Connection, FrameId, SessionCloseReason, TargetId};
 use evaluate::refs::{AxSnapshotter, RefMap};
 use evaluate::{Engine, EngineConfig, EvalTarget};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use supervisor::{
-    ClosedDialog, DialogEvent, FrameView, PendingDialog, Supervisor, SupervisorConfig,
+    ClosedDialog, DialogEvent, DialogPolicy, FrameView, PendingDialog, Supervisor, SupervisorConfig,
 };
 use tokio::sync::broadcast::error::RecvError;
+
+/// Bound on closing the engine's and snapshotter's sessions of a connection
+/// the supervisor left (in the background; the old socket is usually gone).
+const RETIRE_BUDGET: Duration = Duration::from_secs(2);
+/// Most of a call's budget spent confirming with the supervisor that a
+/// session the engine lost belonged to a closed tab (see [`Tab::closed_or`]).
+const CLOSE_CONFIRM: Duration = Duration::from_millis(500);
+
+/// Bound on `Page.bringToFront` before input events (see [`Tab::to_front`]).
+const FRONT_BUDGET: Duration = Duration::from_millis(1000);
+
+/// The engine and the snapshotter of a tab, on the connection of one
+/// supervisor generation (see [`supervisor::SupervisorView::generation`]).
+struct Parts {
+    engine: Engine,
+    ax: AxSnapshotter,
+    /// The supervisor's view generation they were built for.
+    generation: u64,
+}
 
 /// One supervised page target and what the tools keep for it.
 pub(crate) struct Tab {
     pub target_id: TargetId,
     pub sup: Supervisor,
-    pub engine: Engine,
-    pub ax: AxSnapshotter,
+    /// Rebuilt by [`Tab::ready`] after the supervisor reconnected.
+    parts: Mutex<Arc<Parts>>,
+    engine_config: EngineConfig,
+    /// Held while the parts are rebuilt (one rebuild at a time).
+    rebuild: tokio::sync::Mutex<()>,
     /// The ref map of the latest snapshot; `None` before the first one.
     refs: Mutex<Option<RefMap>>,
+    /// Set when the ref map was dropped because the parts were rebuilt.
+    refs_dropped: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Tab {
@@ -61,19 +89,189 @@ impl Tab {
         engine_config: EngineConfig,
         budget: &Budget,
     ) -> Result<Arc<Tab>, ToolError> {
-        let conn = sup.connection();
         let target_id = sup.target_id().clone();
-        let ax = AxSnapshotter::attach(&conn, &target_id, budget.clone())
-            .await
-            .map_err(|e| map_eval(&e, "attaching the snapshotter"))?;
-        let engine = Engine::new(conn, target_id.clone(), engine_config);
+        let parts = Self::build(&sup, &target_id, &engine_config, budget).await?;
         Ok(Arc::new(Tab {
             target_id,
             sup,
+            parts: Mutex::new(Arc::new(parts)),
+            engine_config,
+            rebuild: tokio::sync::Mutex::new(()),
+            refs: Mutex::new(None),
+            refs_dropped: Mutex::new(None),
+        }))
+    }
+
+    /// An engine and a snapshotter on the supervisor's current connection.
+    async fn build(
+        sup: &Supervisor,
+        target_id: &TargetId,
+        engine_config: &EngineConfig,
+        budget: &Budget,
+    ) -> Result<Parts, ToolError> {
+        // The generation first: if a reconnect lands in between, the next
+        // call sees a newer generation and builds again.
+        let generation = sup.snapshot().generation;
+        let conn = sup.connection();
+        let ax = AxSnapshotter::attach(&conn, target_id, budget.clone())
+            .await
+            .map_err(|e| map_eval(&e, "attaching the snapshotter"))?;
+        let engine = Engine::new(conn, target_id.clone(), engine_config.clone());
+        Ok(Parts {
             engine,
             ax,
-            refs: Mutex::new(None),
-        }))
+            generation,
+        })
+    }
+
+    fn parts(&self) -> Arc<Parts> {
+        self.parts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The tab's evaluate engine (on the supervisor's connection as of the
+    /// last [`Tab::ready`]).
+    pub fn engine(&self) -> Engine {
+        self.parts().engine.clone()
+    }
+
+    /// The tab's AX snapshotter (same connection as [`Tab::engine`]).
+    pub fn ax(&self) -> AxSnapshotter {
+        self.parts().ax.clone()
+    }
+
+    /// True under `auto_dismiss` / `auto_accept`: every dialog is the
+    /// policy's to answer, so none gates or ends a call.
+    pub fn auto_policy(&self) -> bool {
+        self.sup.dialog_policy() != DialogPolicy::MustRespond
+    }
+
+    /// Gets the tab ready for a call to `tool`, within `budget`:
+    ///
+    /// 1. after the supervisor reconnected (a newer view generation, active
+    ///    again), rebuilds the engine and the snapshotter on its new
+    ///    connection (the ref map is dropped: its sessions were on the old one);
+    /// 2. under an auto policy, waits for the policy to answer the dialogs
+    ///    pending now (new ones opening meanwhile are the policy's too);
+    /// 3. [`Tab::gate`].
+    ///
+    /// # Errors
+    /// As [`Tab::gate`]; an attach failing during the rebuild; under an auto
+    /// policy, `dialog_pending` when the policy has not answered a dialog
+    /// within the budget.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped rebuild leaves the old parts in place.
+    pub async fn ready(&self, tool: &str, budget: &Budget) -> Result<(), ToolError> {
+        self.refresh(budget).await?;
+        if self.auto_policy() {
+            let ids: Vec<String> = self
+                .sup
+                .snapshot()
+                .pending_dialogs
+                .iter()
+                .map(|d| d.id.clone())
+                .collect();
+            if !ids.is_empty() {
+                let r = self
+                    .sup
+                    .wait_until(budget.clone(), |v| {
+                        !v.active || !v.pending_dialogs.iter().any(|d| ids.contains(&d.id))
+                    })
+                    .await;
+                if r.is_err() {
+                    if let Some(d) = self
+                        .sup
+                        .snapshot()
+                        .pending_dialogs
+                        .iter()
+                        .find(|d| ids.contains(&d.id))
+                    {
+                        let mut e = ToolError::dialog_pending(dialog_view(d), tool);
+                        e.message = format!(
+                            "{}; the {} policy did not answer it within timeout_ms={}",
+                            e.message,
+                            self.sup.dialog_policy().as_str(),
+                            budget.total().as_millis()
+                        );
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        self.gate(tool)
+    }
+
+    /// Makes the tab the browser's front tab (`Page.bringToFront`) before
+    /// real input events: Chromium delivers a mouse or key event to a
+    /// background tab only after ~5 s (measured on Chromium 156 with two
+    /// tabs, no dialog involved), so a click in a tab that another client
+    /// (or `browser_tabs new`) put behind would be 5 s late. At most
+    /// [`FRONT_BUDGET`] of `budget`; a failure is logged and the action
+    /// goes ahead (it reports its own error).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn to_front(&self, budget: &Budget) {
+        let r = self
+            .sup
+            .page_session()
+            .call(
+                "Page.bringToFront",
+                serde_json::json!({}),
+                budget.child(FRONT_BUDGET),
+            )
+            .await;
+        if let Err(e) = r {
+            tracing::debug!(target_id = %self.target_id, error = %e, "Page.bringToFront failed; acting anyway");
+        }
+    }
+
+    /// Rebuilds the parts when the supervisor is active on a newer
+    /// generation than they were built for.
+    pub async fn refresh(&self, budget: &Budget) -> Result<(), ToolError> {
+        let stale = |t: &Tab| {
+            let v = t.sup.snapshot();
+            v.active && v.generation != t.parts().generation
+        };
+        if !stale(self) {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let Ok(_guard) = tokio::time::timeout_at(deadline, self.rebuild.lock()).await else {
+            return Err(ToolError::timeout(
+                "re-attaching to the tab after a reconnect",
+                budget.total().as_millis() as u64,
+            ));
+        };
+        if !stale(self) {
+            return Ok(());
+        }
+        let fresh = Self::build(&self.sup, &self.target_id, &self.engine_config, budget).await?;
+        tracing::info!(
+            target_id = %self.target_id,
+            generation = fresh.generation,
+            "the supervisor reconnected: engine and snapshotter rebuilt on its new connection"
+        );
+        let old = std::mem::replace(
+            &mut *self.parts.lock().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(fresh),
+        );
+        if self
+            .refs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+        {
+            *self.refs_dropped.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some("the browser connection was re-established since the last snapshot".into());
+        }
+        tokio::spawn(async move {
+            let b = Budget::new(RETIRE_BUDGET);
+            old.engine.close(&b).await;
+            old.ax.close(b).await;
+        });
+        Ok(())
     }
 
     /// Supervises `target_id` (an existing page or popup) and builds the tab.
@@ -121,8 +319,9 @@ impl Tab {
     /// # Cancel safety
     /// Cancel safe: each step stops its own work before awaiting.
     pub async fn shutdown(&self, budget: &Budget) {
-        self.engine.close(budget).await;
-        self.ax.close(budget.clone()).await;
+        let parts = self.parts();
+        parts.engine.close(budget).await;
+        parts.ax.close(budget.clone()).await;
         self.sup.stop(budget.clone()).await;
     }
 
@@ -134,16 +333,30 @@ impl Tab {
     /// Replaces the ref map (a new snapshot was rendered).
     pub fn store_refs(&self, refs: RefMap) {
         *self.refs.lock().unwrap_or_else(|p| p.into_inner()) = Some(refs);
+        *self.refs_dropped.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    /// The ref map, or `unknown_ref` naming `ref_id` when no snapshot was taken yet.
+    /// The ref map, or `unknown_ref` naming `ref_id` when no snapshot was
+    /// taken yet (`stale_ref` when the map was dropped after a reconnect).
     pub fn refs_for(&self, ref_id: &str) -> Result<RefMap, ToolError> {
         self.refs().ok_or_else(|| {
-            ToolError::new(
-                ErrorCode::UnknownRef,
-                format!("no ref {ref_id:?}: no snapshot has been taken in this tab yet"),
-            )
-            .next("call browser_snapshot and use a ref from it (refs look like e3)")
+            match self
+                .refs_dropped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                Some(why) => ToolError::new(
+                    ErrorCode::StaleRef,
+                    format!("ref {ref_id:?} is from an older snapshot: {why}"),
+                )
+                .next("call browser_snapshot for fresh refs"),
+                None => ToolError::new(
+                    ErrorCode::UnknownRef,
+                    format!("no ref {ref_id:?}: no snapshot has been taken in this tab yet"),
+                )
+                .next("call browser_snapshot and use a ref from it (refs look like e3)"),
+            }
         })
     }
 
@@ -160,16 +373,21 @@ impl Tab {
         self.sup.snapshot().pending_dialogs.first().map(dialog_view)
     }
 
-    /// `Err(dialog_pending)` when a dialog blocks the page; `browser_closed`
-    /// or `target_crashed` when the supervisor is inactive.
+    /// `Err(dialog_pending)` when a dialog blocks the page (not under an
+    /// auto policy: its dialogs never gate a call); `browser_closed` when the
+    /// connection is gone or the supervisor is inactive for any reason but a
+    /// crash (the tab was closed, its target destroyed, …); `target_crashed`
+    /// after a renderer crash.
     pub fn gate(&self, tool: &str) -> Result<(), ToolError> {
         let v = self.sup.snapshot();
-        if let Some(d) = v.pending_dialogs.first() {
-            return Err(ToolError::dialog_pending(dialog_view(d), tool));
+        if !self.auto_policy() {
+            if let Some(d) = v.pending_dialogs.first() {
+                return Err(ToolError::dialog_pending(dialog_view(d), tool));
+            }
         }
-        // The engine and the snapshotter live on the connection the tab was
-        // opened on (the supervisor may have reconnected on a new one).
-        let ours = self.ax.page_session().connection();
+        // The engine and the snapshotter live on the connection of the
+        // supervisor generation they were built for (see `Tab::ready`).
+        let ours = self.parts().ax.page_session().connection().clone();
         if let Some(r) = ours
             .closed_reason()
             .or_else(|| self.sup.connection().closed_reason())
@@ -180,29 +398,84 @@ impl Tab {
             return Err(ToolError::crashed());
         }
         if !v.active {
-            let reason = v.reason.clone().unwrap_or_default();
-            if reason.contains("crash") {
-                return Err(ToolError::crashed());
-            }
+            return Err(inactive_error(v.reason.as_deref()));
         }
         Ok(())
     }
 
-    /// `target_crashed` (or `browser_closed`) instead of `err` when the
-    /// tab's renderer crashed (or the connection closed) under the call: the
-    /// lower crates report that as a destroyed context or a closed session.
-    pub fn crashed_or(&self, err: ToolError) -> ToolError {
-        if let Some(r) = self.ax.page_session().connection().closed_reason() {
-            return ToolError::browser_closed(r);
+    /// The error of a call that failed because the tab went away under it:
+    /// `browser_closed` (connection gone, or the supervisor inactive: tab
+    /// closed, target destroyed) or `target_crashed`; `None` while the tab is
+    /// fine.
+    fn gone(&self) -> Option<ToolError> {
+        let parts = self.parts();
+        if let Some(r) = parts.ax.page_session().connection().closed_reason() {
+            return Some(ToolError::browser_closed(r));
         }
-        if self.sup.page_session().is_crashed() || self.ax.page_session().is_crashed() {
-            return ToolError::crashed();
+        if self.sup.page_session().is_crashed() || parts.ax.page_session().is_crashed() {
+            return Some(ToolError::crashed());
+        }
+        let v = self.sup.snapshot();
+        (!v.active).then(|| inactive_error(v.reason.as_deref()))
+    }
+
+    /// `target_crashed` or `browser_closed` instead of `err` when the
+    /// tab's renderer crashed, the tab was closed or the connection closed
+    /// under the call: the lower crates report that as a destroyed context
+    /// or a closed session.
+    pub fn crashed_or(&self, err: ToolError) -> ToolError {
+        self.gone().unwrap_or(err)
+    }
+
+    /// As [`Tab::crashed_or`], for an error the engine reports as
+    /// `navigated` / `context_destroyed`: the engine says that also when its
+    /// session went away, which is what a tab closed by another client looks
+    /// like. When the tab's own sessions were detached or destroyed, waits
+    /// (at most [`CLOSE_CONFIRM`] of `budget`) for the supervisor to
+    /// confirm it is inactive, and reports `browser_closed` then.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn closed_or(&self, err: ToolError, budget: &Budget) -> ToolError {
+        if err.code != ErrorCode::Navigated {
+            return self.crashed_or(err);
+        }
+        if let Some(e) = self.gone() {
+            return e;
+        }
+        let parts = self.parts();
+        let lost = |r: Option<SessionCloseReason>| {
+            matches!(
+                r,
+                Some(SessionCloseReason::Detached | SessionCloseReason::TargetDestroyed)
+            )
+        };
+        if lost(self.sup.page_session().closed_reason())
+            || lost(parts.ax.page_session().closed_reason())
+        {
+            let _ = self
+                .sup
+                .wait_until(budget.child(CLOSE_CONFIRM), |v| !v.active)
+                .await;
+            if let Some(e) = self.gone() {
+                return e;
+            }
         }
         err
     }
 
+    /// `{active, reason?}` for the agent. A crash the transport already
+    /// saw on the page session (`Inspector.targetCrashed`) but the
+    /// supervisor's event loop has not applied yet shows as
+    /// `{active: false, reason: "target crashed"}`, as the calls report it.
     pub fn supervisor_view(&self) -> SupervisorView {
         let v = self.sup.snapshot();
+        if v.active && self.sup.page_session().is_crashed() {
+            return SupervisorView {
+                active: false,
+                reason: Some("target crashed".into()),
+            };
+        }
         SupervisorView {
             active: v.active,
             reason: v.reason.clone(),
@@ -216,6 +489,11 @@ impl Tab {
             .iter()
             .map(closed_view)
             .collect()
+    }
+
+    /// Console errors seen since the tab was supervised (the ring keeps the last 50).
+    pub fn console_total(&self) -> usize {
+        usize::try_from(self.sup.snapshot().console_errors_total).unwrap_or(usize::MAX)
     }
 
     /// The console-error ring (newest last).
@@ -314,13 +592,20 @@ impl Tab {
     /// Runs `fut`, but returns as soon as the supervisor reports a dialog
     /// (or at once when one is already pending).
     ///
-    /// Watches both `Supervisor::dialog_events` and `Supervisor::changes`:
-    /// the supervisor announces a dialog a moment before its view holds it,
-    /// so a call that starts in between sees it through the view change.
+    /// Under an auto policy (`auto_dismiss` / `auto_accept`) every dialog is
+    /// the policy's: it is answered within moments, the renderer moves on,
+    /// and `fut` (bounded by its own budget) simply runs to its end.
+    ///
+    /// Watches both `Supervisor::dialog_events` and `Supervisor::changes`
+    /// (the view is stored before the event is sent, so either suffices; the
+    /// view change also covers a lagged event receiver).
     ///
     /// # Cancel safety
     /// Cancel safe as far as this tab goes; `fut` is dropped with it.
     pub async fn race_dialog<T>(&self, fut: impl std::future::Future<Output = T>) -> Raced<T> {
+        if self.auto_policy() {
+            return Raced::Done(fut.await);
+        }
         let mut rx = self.sup.dialog_events();
         let mut views = self.sup.changes();
         let mut views_open = true;
@@ -375,6 +660,21 @@ impl Tab {
                 url: info.url.clone(),
             },
         }
+    }
+}
+
+/// The error of a call on a tab whose supervisor is inactive: a crash is
+/// `target_crashed`; a lost connection is `browser_closed` naming it;
+/// anything else (target destroyed, closed by another client, page session
+/// gone for good) is `browser_closed` "the tab was closed".
+pub(crate) fn inactive_error(reason: Option<&str>) -> ToolError {
+    let reason = reason.unwrap_or("no reason given");
+    if reason.contains("crash") {
+        return ToolError::crashed();
+    }
+    match reason.strip_prefix("connection closed: ") {
+        Some(r) => ToolError::browser_closed(r),
+        None => ToolError::tab_closed(reason),
     }
 }
 

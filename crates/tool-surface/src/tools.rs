@@ -2,7 +2,9 @@
 
 use crate::catalog::{self, parse_args, ToolInfo};
 use crate::error::{Error, ErrorCode, Result, ToolError};
-use crate::tab::{evaluate_disabled, map_eval, map_supervisor, map_transport, Raced, Tab};
+use crate::tab::{
+    evaluate_disabled, inactive_error, map_eval, map_supervisor, map_transport, Raced, Tab,
+};
 use crate::types::*;
 use cdp_transport::{Budget, ConnectOptions, Connection, TargetId};
 use evaluate::refs::{RenderOptions, SnapshotOptions};
@@ -12,7 +14,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use supervisor::{BridgeMode, DialogPolicy, SupervisorConfig};
+use supervisor::{BridgeMode, DialogPolicy, ReconnectPolicy, SupervisorConfig};
 
 /// Size cap of an evaluate result (characters of serialized JSON, counted by
 /// the engine in the page); a longer value is cut with a `truncated` marker.
@@ -49,6 +51,12 @@ pub struct ToolsConfig {
     pub new_tab: bool,
     /// Options for the CDP connection.
     pub connect_options: ConnectOptions,
+    /// Consecutive failed attempts after which a tab's supervisor stops
+    /// reconnecting when the connection is lost (backoff from 200 ms, see
+    /// [`supervisor::ReconnectPolicy`]); 0 disables reconnecting. Default 5.
+    /// After a reconnect the tools work again on the new connection (refs
+    /// from before it are `stale_ref`).
+    pub reconnect_attempts: u32,
 }
 
 impl Default for ToolsConfig {
@@ -60,6 +68,7 @@ impl Default for ToolsConfig {
             bridge: "off".into(),
             new_tab: true,
             connect_options: ConnectOptions::default(),
+            reconnect_attempts: ReconnectPolicy::default().max_consecutive_failures,
         }
     }
 }
@@ -90,6 +99,11 @@ impl ToolsConfig {
         self.new_tab = on;
         self
     }
+    /// Sets [`ToolsConfig::reconnect_attempts`] (0: never reconnect).
+    pub fn reconnect_attempts(mut self, n: u32) -> Self {
+        self.reconnect_attempts = n;
+        self
+    }
     /// The supervisor's and the engine's configuration from these options.
     fn lower(&self) -> Result<(SupervisorConfig, EngineConfig)> {
         let policy: DialogPolicy = self.dialog_policy.parse().map_err(|e| Error::Config {
@@ -104,6 +118,7 @@ impl ToolsConfig {
             .policy(policy)
             .dialog_timeout(self.dialog_timeout)
             .bridge(bridge)
+            .reconnect(ReconnectPolicy::default().max_consecutive_failures(self.reconnect_attempts))
             .connect_options(self.connect_options.clone());
         let engine = EngineConfig::default()
             .evaluate_enabled(self.evaluate_enabled)
@@ -246,15 +261,24 @@ impl Tools {
         catalog::list()
     }
 
-    /// The connection in use.
+    /// The connection [`Tools::connect`] opened. After a tab's supervisor
+    /// reconnected, the tools use its new connection instead (this one is
+    /// then closed).
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
 
+    /// The connection the tools use now: the current tab supervisor's (it
+    /// changes after a reconnect).
+    fn live_conn(&self) -> Connection {
+        self.tab().sup.connection()
+    }
+
     /// The evaluate engine's counters for the current tab (evaluations,
-    /// timeouts, terminations, dialog interruptions, ...).
+    /// timeouts, terminations, dialog interruptions, ...); counted anew
+    /// after a reconnect.
     pub fn metrics(&self) -> EngineMetrics {
-        self.tab().engine.metrics()
+        self.tab().engine().metrics()
     }
 
     fn set(&self) -> std::sync::MutexGuard<'_, TabSet> {
@@ -362,10 +386,17 @@ impl Tools {
                 ),
             );
         }
-        if let Some(r) = self.conn.closed_reason() {
+        let tab = self.tab();
+        let view = tab.sup.snapshot();
+        let conn = tab.sup.connection();
+        if let Some(r) = conn.closed_reason() {
             return Err(ToolError::browser_closed(r));
         }
-        let tab = self.tab();
+        // A crashed tab is recovered by navigating; any other inactive state
+        // (tab closed, target destroyed) is final for this tab.
+        if !view.active && !view.reason.as_deref().is_some_and(|r| r.contains("crash")) {
+            return Err(inactive_error(view.reason.as_deref()));
+        }
         let opened = |d| NavigateResponse {
             url: url.into(),
             status: "dialog_opened".into(),
@@ -417,8 +448,7 @@ impl Tools {
             }
         }
         // URL and title from the browser (no page script runs for them).
-        let info = self
-            .conn
+        let info = conn
             .browser()
             .call(
                 "Target.getTargetInfo",
@@ -452,7 +482,11 @@ impl Tools {
 
     /// `browser_snapshot`: the supervisor's view plus the AX text with refs
     /// ([`evaluate::refs::AxSnapshotter`]); the ref map is kept for the tab
-    /// until the next snapshot. The AX part is skipped while a dialog is pending.
+    /// until the next snapshot. The AX part is skipped (with a `note`
+    /// saying why) when the connection is closed or the supervisor inactive
+    /// (checked first: the pending list is then empty, its dialogs retired as
+    /// `remote`), and while a dialog is pending (not under an auto policy,
+    /// whose dialogs are answered at once).
     ///
     /// # Errors
     /// `invalid_argument` (timeout_ms); AX failures become a `note`, not an error.
@@ -465,14 +499,44 @@ impl Tools {
     ) -> std::result::Result<SnapshotResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
-        let (snapshot, note) = if let Some(d) = tab.first_pending() {
-            (None, Some(format!("accessibility text omitted: dialog {} blocks the page; answer it with browser_dialog", d.id)))
-        } else if let Some(r) = self.conn.closed_reason() {
+        // The supervisor's state first: reading its view after the
+        // connection closed retires the dialogs that were waiting on it.
+        let view = tab.sup.snapshot();
+        let pending = (!tab.auto_policy())
+            .then(|| view.pending_dialogs.first())
+            .flatten();
+        let refreshed = if view.active {
+            tab.refresh(&budget).await
+        } else {
+            Ok(())
+        };
+        let (snapshot, note) = if let Some(r) = tab.sup.connection().closed_reason() {
             (None, Some(format!("browser connection closed: {r}")))
+        } else if !view.active || tab.sup.page_session().is_crashed() {
+            let reason = if view.active {
+                Some("target crashed")
+            } else {
+                view.reason.as_deref()
+            };
+            (
+                None,
+                Some(format!(
+                    "accessibility text unavailable: {}",
+                    inactive_error(reason).message
+                )),
+            )
+        } else if let Some(d) = pending {
+            (None, Some(format!("accessibility text omitted: dialog {} blocks the page; answer it with browser_dialog", d.id)))
+        } else if let Err(e) = refreshed {
+            (
+                None,
+                Some(format!("accessibility text unavailable: {}", e.message)),
+            )
         } else {
             let opts = SnapshotOptions::default();
-            let ax = tab.ax.snapshot(&opts, budget.clone());
-            match tab.race_dialog(ax).await {
+            let ax = tab.ax();
+            let walk = ax.snapshot(&opts, budget.clone());
+            match tab.race_dialog(walk).await {
                 Raced::Done(Ok(s)) => {
                     let r = s.render(&RenderOptions {
                         max_chars: Some(MAX_SNAPSHOT_BYTES),
@@ -495,7 +559,7 @@ impl Tools {
                 Raced::Dialog(d) => (None, Some(format!("accessibility text omitted: dialog {} blocks the page; answer it with browser_dialog", d.id))),
             }
         };
-        let console_total = tab.console().len();
+        let console_total = tab.console_total();
         Ok(SnapshotResponse {
             schema_version: crate::SCHEMA_VERSION,
             url: tab.main_url(),
@@ -544,7 +608,7 @@ impl Tools {
                 tab.refs()
                     .and_then(|m| m.get(r).map(|x| x.session().clone()))
             })
-            .unwrap_or_else(|| tab.ax.page_session().clone());
+            .unwrap_or_else(|| tab.ax().page_session().clone());
         // Sent in the background (its own short bound: the call's budget is
         // spent); the answer is waited for only a short grace, so a stalled
         // browser does not stretch the call far past its timeout_ms.
@@ -562,13 +626,16 @@ impl Tools {
             tokio::time::timeout(TERMINATE_GRACE, term).await,
             Ok(Ok(true))
         );
+        // What is known: nothing answered within the budget; not whether the
+        // page was busy or the connection stalled. An acknowledged
+        // termination shows that the browser answers.
         ToolError::new(
             ErrorCode::Timeout,
             format!(
-                "{tool} did not finish within timeout_ms={}: the page's script kept running{}",
+                "{tool}: no answer within timeout_ms {} (the page is busy or the browser connection is not answering){}",
                 budget.total().as_millis(),
                 if terminated {
-                    " and was terminated (Runtime.terminateExecution); the tab is usable"
+                    "; the browser acknowledged Runtime.terminateExecution, so a script still running was stopped and the tab is usable"
                 } else {
                     ""
                 }
@@ -591,7 +658,8 @@ impl Tools {
     pub async fn click(&self, req: ClickRequest) -> std::result::Result<ActionResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
-        tab.gate("browser_click")?;
+        tab.ready("browser_click", &budget).await?;
+        tab.to_front(&budget).await;
         let refs = tab.refs_for(&req.target)?;
         match tab
             .race_dialog(refs.click(&req.target, budget.clone()))
@@ -619,7 +687,8 @@ impl Tools {
     ) -> std::result::Result<ActionResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
-        tab.gate("browser_type")?;
+        tab.ready("browser_type", &budget).await?;
+        tab.to_front(&budget).await;
         let refs = tab.refs_for(&req.target)?;
         let typing = refs.type_text(&req.target, &req.text, req.submit, budget.clone());
         match tab.race_dialog(typing).await {
@@ -645,7 +714,8 @@ impl Tools {
     ) -> std::result::Result<ActionResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
-        tab.gate("browser_press_key")?;
+        tab.ready("browser_press_key", &budget).await?;
+        tab.to_front(&budget).await;
         let refs = match &req.target {
             Some(r) => tab.refs_for(r)?,
             None => match tab.refs() {
@@ -658,7 +728,7 @@ impl Tools {
                         max_frames: 1,
                     };
                     match tab
-                        .race_dialog(tab.ax.snapshot(&opts, budget.clone()))
+                        .race_dialog(tab.ax().snapshot(&opts, budget.clone()))
                         .await
                     {
                         Raced::Dialog(d) => return Ok(Self::action(None, Some(d))),
@@ -724,10 +794,11 @@ impl Tools {
     ) -> std::result::Result<EvaluateResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
-        if !tab.engine.config().evaluate_enabled {
+        let engine = tab.engine();
+        if !engine.config().evaluate_enabled {
             return Err(evaluate_disabled("browser_evaluate"));
         }
-        tab.gate("browser_evaluate")?;
+        tab.ready("browser_evaluate", &budget).await?;
         let target = match (&req.target, &req.frame_id) {
             (Some(_), Some(_)) => {
                 return Err(ToolError::invalid(
@@ -742,12 +813,14 @@ impl Tools {
             Some(r) => Some(tab.refs_for(r)?),
             None => None,
         };
+        // After `ready`: the engine of the supervisor's current connection.
+        let engine = tab.engine();
         let run = async {
             match (&refs, &req.target) {
-                (Some(m), Some(r)) => m.evaluate(&tab.engine, r, &req.expression, &budget).await,
+                (Some(m), Some(r)) => m.evaluate(&engine, r, &req.expression, &budget).await,
                 _ => {
                     let er = EvalRequest::new(req.expression.clone()).target(target);
-                    tab.engine.evaluate(er, &budget).await
+                    engine.evaluate(er, &budget).await
                 }
             }
         };
@@ -759,9 +832,24 @@ impl Tools {
                     let d = tab
                         .dialog_seen_by_engine(info, &budget.child(DIALOG_CATCH_UP))
                         .await;
+                    if tab.auto_policy() {
+                        // The engine ends an evaluate when a dialog opens; the
+                        // policy answers the dialog, but this call's outcome is lost.
+                        let mut t = ToolError::dialog_pending(d, "browser_evaluate");
+                        t.message = format!(
+                            "a {} dialog ({}) opened while browser_evaluate ran and ended it; the {} policy answers it, but the script's outcome is unknown (it may have run)",
+                            t.dialog.as_ref().map(|d| d.kind.as_str()).unwrap_or("native"),
+                            t.dialog.as_ref().map(|d| d.id.as_str()).unwrap_or("?"),
+                            tab.sup.dialog_policy().as_str()
+                        );
+                        t.next_step = Some("call browser_snapshot (recent_dialogs lists the dialog), then decide whether to run browser_evaluate again".into());
+                        return Err(t);
+                    }
                     return Err(ToolError::dialog_pending(d, "browser_evaluate"));
                 }
-                return Err(tab.crashed_or(map_eval(&e, "browser_evaluate")));
+                return Err(tab
+                    .closed_or(map_eval(&e, "browser_evaluate"), &budget)
+                    .await);
             }
         };
         let (value, kind) = untag(out.value);
@@ -849,7 +937,7 @@ impl Tools {
             );
         }
         let tab = self.tab();
-        if !tab.engine.config().evaluate_enabled
+        if !tab.engine().config().evaluate_enabled
             && (SCRIPT_METHODS.contains(&m) || m.starts_with("Debugger."))
         {
             return Err(evaluate_disabled(m));
@@ -858,7 +946,7 @@ impl Tools {
             .iter()
             .any(|p| m.starts_with(p));
         let session = match &req.frame_id {
-            _ if browser_level => self.conn.browser(),
+            _ if browser_level => self.live_conn().browser(),
             None => tab.sup.page_session(),
             Some(fid) => {
                 tab.sup
@@ -869,7 +957,7 @@ impl Tools {
         };
         let unblocked = browser_level || m == supervisor::HANDLE_DIALOG;
         if !unblocked {
-            tab.gate("browser_cdp")?;
+            tab.ready("browser_cdp", &budget).await?;
         }
         let params = Value::Object(req.params.unwrap_or_default());
         let fut = session.call(m, params, budget.clone());
@@ -904,7 +992,7 @@ impl Tools {
     ) -> std::result::Result<ScreenshotResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
-        tab.gate("browser_screenshot")?;
+        tab.ready("browser_screenshot", &budget).await?;
         let page = tab.sup.page_session();
         let (fmt, mime) = match req.format {
             ImageFormat::Png => ("png", "image/png"),
@@ -945,8 +1033,9 @@ impl Tools {
 
     /// `browser_console`: the supervisor's console-error ring. Never fails.
     pub fn console(&self, req: ConsoleRequest) -> ConsoleResponse {
-        let mut errors = self.tab().console();
-        let total = errors.len();
+        let tab = self.tab();
+        let mut errors = tab.console();
+        let total = tab.console_total().max(errors.len());
         let limit = req.limit.unwrap_or(20);
         if errors.len() > limit {
             errors.drain(..errors.len() - limit);
@@ -971,7 +1060,7 @@ impl Tools {
             TabsAction::List => {}
             TabsAction::New => {
                 let tab = Tab::open(
-                    self.conn.clone(),
+                    self.live_conn(),
                     self.sup_config.clone(),
                     self.engine_config.clone(),
                     &budget,
@@ -1006,7 +1095,7 @@ impl Tools {
                 if req.action == TabsAction::Select {
                     if popup {
                         let tab = Tab::attach(
-                            self.conn.clone(),
+                            self.live_conn(),
                             TargetId::new(&id),
                             self.sup_config.clone(),
                             self.engine_config.clone(),
@@ -1046,7 +1135,7 @@ impl Tools {
 
     async fn close_tab(&self, id: &str, budget: &Budget) -> std::result::Result<(), ToolError> {
         let _ = self
-            .conn
+            .live_conn()
             .browser()
             .call(
                 "Target.closeTarget",
@@ -1070,7 +1159,7 @@ impl Tools {
         }
         if self.set().tabs.is_empty() {
             let tab = Tab::open(
-                self.conn.clone(),
+                self.live_conn(),
                 self.sup_config.clone(),
                 self.engine_config.clone(),
                 budget,
@@ -1083,7 +1172,7 @@ impl Tools {
 
     async fn list_tabs(&self, budget: &Budget) -> Vec<TabView> {
         let infos: HashMap<String, (String, String)> = self
-            .conn
+            .live_conn()
             .browser()
             .call("Target.getTargets", json!({}), budget.clone())
             .await

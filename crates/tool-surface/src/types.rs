@@ -167,7 +167,8 @@ pub struct SnapshotResponse {
     pub recent_dialogs: Vec<ClosedDialogView>,
     /// The frame tree.
     pub frame_tree: FrameTreeView,
-    /// Number of console errors recorded (see `browser_console`).
+    /// Console errors seen since the tab was supervised (the supervisor's
+    /// running total; `browser_console` shows the last 50).
     pub console_errors: usize,
     /// Supervisor health.
     pub supervisor: SupervisorView,
@@ -393,7 +394,8 @@ pub struct ConsoleRequest {
 pub struct ConsoleResponse {
     /// The newest entries, oldest first.
     pub errors: Vec<ConsoleEntry>,
-    /// Entries recorded in all (the supervisor keeps the last 50).
+    /// Console errors seen in all since the tab was supervised (the
+    /// supervisor keeps only the last 50, so this can exceed what `errors` holds).
     pub total: usize,
 }
 

@@ -192,16 +192,6 @@ fn expect_error(v: &Value, code: &str, causes: &[&str]) -> String {
     msg
 }
 
-/// A property the code should have but does not yet (a bug reported to the
-/// lead, see the issue 8 notes): printed loudly, not failed, so the suite
-/// stays green while the fix is pending. The test still asserts the weaker
-/// property that holds (typed, within budget).
-fn known_bug(ok: bool, what: &str) {
-    if !ok {
-        eprintln!("KNOWN BUG (reported): {what}");
-    }
-}
-
 /// A typed error: `{"error": {"code", "message"}}` with a code that says
 /// more than `internal`, and not `timeout` (the peer is known gone).
 fn expect_typed_gone(v: &Value, causes: &[&str]) {
@@ -403,10 +393,15 @@ async fn chromium_killed_mid_dialog_answer() {
             proxy.set_stalled(false);
             at
         };
-        let ((v, took, end), killed_at) =
-            tokio::join!(call(&tools, "browser_dialog", json!({"action": "accept"})), kill);
+        let ((v, took, end), killed_at) = tokio::join!(
+            call(&tools, "browser_dialog", json!({"action": "accept"})),
+            kill
+        );
         let since = end.saturating_duration_since(killed_at);
-        eprintln!("[kill mid dialog answer] typed error {since:?} after SIGKILL (call took {took:?}): {}", v["error"]);
+        eprintln!(
+            "[kill mid dialog answer] typed error {since:?} after SIGKILL (call took {took:?}): {}",
+            v["error"]
+        );
         expect_error(&v, "browser_closed", &GONE);
         assert!(since < FAST_FAIL, "failed {since:?} after the kill");
         // No dialog is left waiting on the dead browser.
@@ -416,28 +411,25 @@ async fn chromium_killed_mid_dialog_answer() {
             snap["pending_dialogs"], snap["supervisor"]
         );
         assert!(took < INSTANT_FAIL, "snapshot took {took:?}");
-        known_bug(
-            snap["pending_dialogs"] == json!([]),
-            "right after browser_dialog returned browser_closed, browser_snapshot still lists the dialog as pending (and says it blocks the page): the supervisor retires it only when its event loop sees the stream end; Tools::snapshot checks first_pending() before conn.closed_reason()",
+        // Right after browser_dialog said browser_closed: no dialog is left
+        // pending on the dead browser (retired as remote), and the note says
+        // why there is no AX text, not that a dialog blocks the page.
+        assert_eq!(
+            snap["pending_dialogs"],
+            json!([]),
+            "a dialog is left pending on a dead browser: {snap:#}"
         );
-        // The supervisor catches up within a moment.
-        let t0 = Instant::now();
-        let snap = loop {
-            let snap = tools.call("browser_snapshot", json!({})).await;
-            if snap["pending_dialogs"] == json!([]) || t0.elapsed() > Duration::from_secs(1) {
-                break snap;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        eprintln!(
-            "[kill mid dialog answer] snapshot after {:?}: pending={} recent={} supervisor={}",
-            t0.elapsed(), snap["pending_dialogs"], snap["recent_dialogs"], snap["supervisor"]
-        );
-        assert_eq!(snap["pending_dialogs"], json!([]), "a dialog is left pending on a dead browser: {snap:#}");
         assert_eq!(snap["supervisor"]["active"], false, "{snap:#}");
+        let note = snap["note"].as_str().unwrap_or_default();
+        assert!(!note.contains("blocks the page"), "{snap:#}");
+        assert!(note.contains("closed"), "{snap:#}");
+        assert_eq!(snap["recent_dialogs"][0]["closed_by"], "remote", "{snap:#}");
         let (v, took, _) = call(&tools, "browser_dialog", json!({"action": "dismiss"})).await;
         assert!(is_error(&v), "{v:#}");
-        assert!(took < INSTANT_FAIL, "browser_dialog after the kill took {took:?}");
+        assert!(
+            took < INSTANT_FAIL,
+            "browser_dialog after the kill took {took:?}"
+        );
         drop(tools);
         mem.finish(128);
     })
@@ -514,7 +506,13 @@ async fn websocket_cut_mid_call() {
         let chrome = private_chrome().await;
         let proxy = TcpFaultProxy::start(chrome.ws_url()).await;
         let mem = Mem::start("cut mid call", Some(&chrome));
-        let tools = connect(&proxy.ws_url(), ToolsConfig::default()).await;
+        // No reconnect: every call after the cut must fail (see
+        // `websocket_cut_then_the_supervisor_reconnects` for the reconnect).
+        let tools = connect(
+            &proxy.ws_url(),
+            ToolsConfig::default().reconnect_attempts(0),
+        )
+        .await;
         navigate_ok(&tools, "data:text/html,<title>c</title>", 10_000).await;
         let cut = async {
             tokio::time::sleep(Duration::from_millis(400)).await;
@@ -556,7 +554,11 @@ async fn websocket_cut_between_calls() {
         let chrome = private_chrome().await;
         let proxy = TcpFaultProxy::start(chrome.ws_url()).await;
         let mem = Mem::start("cut between calls", Some(&chrome));
-        let tools = connect(&proxy.ws_url(), ToolsConfig::default()).await;
+        let tools = connect(
+            &proxy.ws_url(),
+            ToolsConfig::default().reconnect_attempts(0),
+        )
+        .await;
         navigate_ok(
             &tools,
             "data:text/html,<title>c</title><button>B</button>",
@@ -597,6 +599,78 @@ async fn websocket_cut_between_calls() {
         let tools = connect(&proxy.ws_url(), ToolsConfig::default()).await;
         navigate_ok(&tools, "data:text/html,<title>back</title>", 10_000).await;
         eval_eq(&tools, "document.title", json!("back")).await;
+        drop(tools);
+        mem.finish(128);
+    })
+    .await;
+}
+
+/// The ref of the first line of `text` that contains `what`.
+fn ref_of(text: &str, what: &str) -> String {
+    text.lines()
+        .find(|l| l.contains(what) && l.contains("[ref="))
+        .and_then(|l| l.split("[ref=").nth(1))
+        .and_then(|r| r.split(']').next())
+        .unwrap_or_else(|| panic!("no ref for {what:?} in {text}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_cut_then_the_supervisor_reconnects_and_the_tools_work_again() {
+    guarded("cut_then_reconnect", async {
+        let chrome = private_chrome().await;
+        let proxy = TcpFaultProxy::start(chrome.ws_url()).await;
+        let mem = Mem::start("cut, then reconnect", Some(&chrome));
+        // The default reconnect policy: 5 attempts, backoff from 200 ms.
+        let tools = connect(&proxy.ws_url(), ToolsConfig::default()).await;
+        navigate_ok(&tools, "data:text/html,<title>r</title><button onclick=\"document.title='clicked'\">B</button>", 10_000).await;
+        eval_eq(&tools, "1 + 1", json!(2)).await;
+        let (snap, _, _) = call(&tools, "browser_snapshot", json!({})).await;
+        let old_ref = ref_of(snap["snapshot"].as_str().unwrap_or(""), "button");
+        let metrics_before = tools.metrics();
+        assert!(metrics_before.evaluations >= 1, "{metrics_before:?}");
+
+        proxy.cut();
+        let cut_at = Instant::now();
+        // Until the supervisor is back, calls fail at once, typed; then they
+        // work again on its new connection (polled with evaluate: a snapshot
+        // would take fresh refs, and the old ref is checked below).
+        let (mut failures, mut back) = (0, None);
+        while cut_at.elapsed() < Duration::from_secs(15) {
+            let (v, took, _) = call(&tools, "browser_evaluate", json!({"expression": "document.title", "timeout_ms": 2000})).await;
+            assert!(took < Duration::from_secs(2) + SLACK, "evaluate took {took:?}");
+            if v["value"] == "r" {
+                back = Some(cut_at.elapsed());
+                break;
+            }
+            expect_error(&v, "browser_closed", &GONE);
+            failures += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let back = back.unwrap_or_else(|| panic!("the tools did not work again after the cut ({failures} failed calls)"));
+        eprintln!("[cut, then reconnect] evaluate works again {back:?} after the cut ({failures} browser_closed before)");
+        assert!(failures > 0, "no call saw the cut");
+        assert!(tools.connection().is_closed(), "the first connection is the one that was cut");
+        let (snap, _, _) = call(&tools, "browser_console", json!({})).await;
+        assert!(!is_error(&snap), "{snap:#}");
+
+        // Refs of the old connection are gone: stale, with what to do next.
+        let (v, _, _) = call(&tools, "browser_click", json!({"ref": old_ref, "timeout_ms": 5000})).await;
+        expect_error(&v, "stale_ref", &["re-established"]);
+        assert!(v["error"]["next_step"].as_str().unwrap_or("").contains("browser_snapshot"), "{v:#}");
+        let (snap, _, _) = call(&tools, "browser_snapshot", json!({"timeout_ms": 5000})).await;
+        assert_eq!(snap["supervisor"]["active"], true, "{snap:#}");
+        let text = snap["snapshot"].as_str().unwrap_or_else(|| panic!("no AX text after the reconnect: {snap:#}"));
+        let b = ref_of(text, "button");
+        let (v, _, _) = call(&tools, "browser_click", json!({"ref": b, "timeout_ms": 5000})).await;
+        assert_eq!(v["status"], "done", "click after the reconnect: {v:#}");
+        eval_eq(&tools, "document.title", json!("clicked")).await;
+        let (v, _, _) = call(&tools, "browser_screenshot", json!({"timeout_ms": 5000})).await;
+        assert!(!is_error(&v), "screenshot after the reconnect: {v:#}");
+        navigate_ok(&tools, "data:text/html,<title>after</title>", 10_000).await;
+        eval_eq(&tools, "document.title", json!("after")).await;
+        let (v, _, _) = call(&tools, "browser_tabs", json!({})).await;
+        assert!(!is_error(&v), "browser_tabs after the reconnect: {v:#}");
         drop(tools);
         mem.finish(128);
     })
@@ -698,6 +772,16 @@ async fn proxy_stalled_with_socket_open() {
                 v["error"]
             );
             expect_error(&v, "timeout", &["timeout_ms=1000", "1000", "timed out"]);
+            if tool == "browser_click" {
+                // What is known is that nothing answered, not why.
+                let msg = v["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    msg.contains("no answer within timeout_ms 1000")
+                        && msg.contains("the browser connection is not answering")
+                        && !msg.contains("script kept running"),
+                    "{v:#}"
+                );
+            }
             let bound = Duration::from_millis(budget_ms) + SLACK;
             assert!(
                 took < bound,
@@ -901,6 +985,24 @@ async fn endpoint_sending_malformed_json_and_unknown_methods() {
         eprintln!("[garbage] snapshot: {took:?} pending={} active={}", snap["pending_dialogs"], snap["supervisor"]["active"]);
         assert!(took < Duration::from_secs(2) + SLACK);
         assert_eq!(snap["schema_version"], 1, "{snap:#}");
+        // The garbage above held 50 console errors (an `args` of the wrong
+        // shape still counts); 25 more overflow the ring of 50, and the
+        // counts say how many were seen in all.
+        for i in 0..25 {
+            mock.event("Runtime.consoleAPICalled", json!({"type": "error", "args": [{"type": "string", "value": format!("late {i}")}]}), Some("S1"));
+        }
+        let t0 = Instant::now();
+        let c = loop {
+            let c = tools.call("browser_console", json!({"limit": 5})).await;
+            if c["errors"][4]["text"] == "late 24" || t0.elapsed() > Duration::from_secs(3) {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(c["total"], 75, "browser_console.total is every error seen: {c:#}");
+        assert_eq!(c["errors"].as_array().map(Vec::len), Some(5), "{c:#}");
+        let (snap, _, _) = call(&tools, "browser_snapshot", json!({"timeout_ms": 2000})).await;
+        assert_eq!(snap["console_errors"], 75, "{snap:#}");
         // An unknown method: a typed cdp_error naming it.
         let (v, took, _) = call(&tools, "browser_cdp", json!({"method": "Nope.notAMethod"})).await;
         eprintln!("[garbage] unknown method: {took:?} {}", v["error"]);
@@ -915,15 +1017,18 @@ async fn endpoint_sending_malformed_json_and_unknown_methods() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (snap, _, _) = call(&tools, "browser_snapshot", json!({"timeout_ms": 2000})).await;
         eprintln!("[garbage] after a malformed dialog event: pending={}", snap["pending_dialogs"]);
-        if snap["pending_dialogs"].as_array().is_some_and(|a| !a.is_empty()) {
-            let (v, took, _) = call(&tools, "browser_cdp", json!({"method": "Page.getLayoutMetrics"})).await;
-            eprintln!("[garbage] a call while it is pending: {took:?} {}", v["error"]["code"]);
-            expect_error(&v, "dialog_pending", &["dialog"]);
-            let (v, took, _) = call(&tools, "browser_dialog", json!({"action": "dismiss"})).await;
-            eprintln!("[garbage] dismissing it: {took:?} {v}");
-            assert!(!is_error(&v), "the agent cannot clear a malformed dialog: {v:#}");
-            mock.event("Page.javascriptDialogClosed", json!({"result": false, "userInput": ""}), Some("S1"));
-        }
+        // Recorded with type "unknown" (not an empty type), and answerable.
+        let pending = snap["pending_dialogs"].as_array().cloned().unwrap_or_default();
+        assert_eq!(pending.len(), 1, "{snap:#}");
+        assert_eq!(pending[0]["type"], "unknown", "{snap:#}");
+        let (v, took, _) = call(&tools, "browser_cdp", json!({"method": "Page.getLayoutMetrics"})).await;
+        eprintln!("[garbage] a call while it is pending: {took:?} {}", v["error"]["code"]);
+        expect_error(&v, "dialog_pending", &["unknown dialog"]);
+        let (v, took, _) = call(&tools, "browser_dialog", json!({"action": "dismiss"})).await;
+        eprintln!("[garbage] dismissing it: {took:?} {v}");
+        assert!(!is_error(&v), "the agent cannot clear a malformed dialog: {v:#}");
+        assert_eq!(v["dialog"]["type"], "unknown", "{v:#}");
+        mock.event("Page.javascriptDialogClosed", json!({"result": false, "userInput": ""}), Some("S1"));
         let t0 = Instant::now();
         loop {
             let (v, _, _) = call(&tools, "browser_cdp", json!({"method": "Page.getLayoutMetrics"})).await;
@@ -1053,13 +1158,18 @@ async fn flood_1000_dialogs_under_auto_dismiss() {
             "/dialogs.html",
             "<title>start</title><script>for (let i = 0; i < 1000; i++) alert('flood ' + i); document.title = 'survived';</script>",
         );
-        let t0 = Instant::now();
-        let (v, took, _) = call(&tools, "browser_navigate", json!({"url": fx.url("127.0.0.1", "/dialogs.html"), "timeout_ms": 10_000})).await;
+        // Under auto_dismiss no dialog blocks the navigation: it waits for the
+        // load event, which comes only after the loop (~17 s here), so it
+        // ends at its budget (or loads, on a fast machine).
+        let (v, took, _) = call(&tools, "browser_navigate", json!({"url": fx.url("127.0.0.1", "/dialogs.html"), "timeout_ms": 3_000})).await;
         eprintln!("[1000 dialogs] navigate: {took:?} status={} {}", v["status"], v["error"]);
-        assert!(took < Duration::from_secs(10) + SLACK, "navigate took {took:?}");
+        assert!(took < Duration::from_secs(3) + SLACK, "navigate took {took:?}");
         if is_error(&v) {
             expect_error(&v, "timeout", &["timeout_ms"]);
+        } else {
+            assert_eq!(v["status"], "loaded", "{v:#}");
         }
+        let t0 = Instant::now();
         let mut first_seen: std::collections::HashMap<String, Instant> = Default::default();
         let (mut newest, mut slowest, mut longest_pending, mut survived) = (-1i64, Duration::ZERO, Duration::ZERO, false);
         while t0.elapsed() < FLOOD_WINDOW && !survived {
@@ -1099,29 +1209,20 @@ async fn flood_1000_dialogs_under_auto_dismiss() {
         }
         // Leaving the page: under auto_dismiss the agent must be able to
         // navigate away from an alert loop.
-        let (mut left, mut first_try) = (false, None);
-        for attempt in 1..=10 {
-            let (v, took, _) = call(&tools, "browser_navigate", json!({"url": "data:text/html,<title>calm</title>", "timeout_ms": 5_000})).await;
-            eprintln!("[1000 dialogs] navigate away #{attempt}: {took:?} status={} {}", v["status"], v["error"]);
-            assert!(took < Duration::from_secs(5) + SLACK, "navigate took {took:?}");
-            first_try.get_or_insert(v["status"] == "loaded");
-            if v["status"] == "loaded" {
-                left = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        known_bug(
-            first_try == Some(true),
-            "under auto_dismiss, browser_navigate away from an alert loop returns status dialog_opened at once without sending Page.navigate (tool_surface::Tab::race_dialog returns Raced::Dialog while any dialog is pending, even one the policy is answering itself); only a retry that happens to fall between two alerts gets through",
-        );
-        if !left {
-            // Recovery that works today: a new tab.
-            let (v, _, _) = call(&tools, "browser_tabs", json!({"action": "new"})).await;
-            assert!(!is_error(&v), "{v:#}");
-            navigate_ok(&tools, "data:text/html,<title>calm</title>", 10_000).await;
-        }
+        // The policy's dialogs neither gate nor end the call: Page.navigate
+        // is sent at once, on the first try, while the page still alerts.
+        let (v, took, _) = call(&tools, "browser_navigate", json!({"url": "data:text/html,<title>calm</title>", "timeout_ms": 5_000})).await;
+        eprintln!("[1000 dialogs] navigate away: {took:?} status={} {}", v["status"], v["error"]);
+        assert!(took < Duration::from_secs(5) + SLACK, "navigate took {took:?}");
+        assert_eq!(v["status"], "loaded", "under auto_dismiss, navigating away from an alert loop: {v:#}");
         eval_eq(&tools, "document.title", json!("calm")).await;
+        let (snap, _, _) = call(&tools, "browser_snapshot", json!({})).await;
+        assert_eq!(snap["pending_dialogs"], json!([]), "{snap:#}");
+        let recent = snap["recent_dialogs"].as_array().cloned().unwrap_or_default();
+        assert!(
+            recent.iter().all(|d| ["auto_policy", "remote"].contains(&d["closed_by"].as_str().unwrap_or(""))),
+            "{recent:#?}"
+        );
         drop(tools);
         mem.finish(128);
     })
@@ -1146,8 +1247,10 @@ async fn flood_100000_console_errors() {
         let (mut logged, mut newest, mut slowest) = (0u64, -1i64, Duration::ZERO);
         while t0.elapsed() < FLOOD_WINDOW {
             let c = tools.call("browser_console", json!({"limit": 100})).await;
+            let shown = c["errors"].as_array().map(Vec::len).unwrap_or(usize::MAX);
+            assert!(shown <= 50, "the console ring is not bounded: {shown}");
             let total = c["total"].as_u64().unwrap_or(u64::MAX);
-            assert!(total <= 50, "the console ring is not bounded: {total}");
+            assert!(total <= 100_000, "more errors counted than the page logged: {total}");
             if let Some(last) = c["errors"].as_array().and_then(|a| a.last()) {
                 newest = newest.max(flood_no(&last["text"]));
             }
@@ -1169,7 +1272,10 @@ async fn flood_100000_console_errors() {
             t0.elapsed(), snap["console_errors"]
         );
         assert!(took < Duration::from_secs(5) + SLACK, "snapshot took {took:?}");
-        assert!(snap["console_errors"].as_u64().unwrap_or(u64::MAX) <= 50, "{snap:#}");
+        // The count is every error the supervisor saw (a lagging event loop
+        // may skip some of a flood), not the ring's 50.
+        let counted = snap["console_errors"].as_u64().unwrap_or(u64::MAX);
+        assert!((51..=100_000).contains(&counted), "{snap:#}");
         assert!(newest >= 1000, "the supervisor does not follow the console flood: newest {newest}");
         recover_by_navigating(&tools, "100k console errors").await;
         drop(tools);
@@ -1346,10 +1452,10 @@ async fn tab_closed_by_another_client() {
         let ((v, took, end), closed_at) = tokio::join!(call(&tools, "browser_evaluate", hang_args()), close);
         let since = end.saturating_duration_since(closed_at);
         eprintln!("[tab closed elsewhere] pending evaluate: typed error {since:?} after the close (call took {took:?}): {}", v["error"]);
-        expect_typed_gone(&v, &["closed", "destroyed", "detached", "gone"]);
-        known_bug(
-            v["error"]["code"] == "browser_closed",
-            &format!("a pending evaluate on a tab closed elsewhere says {} (evaluate::engine::map_call_err: SessionClosed -> ContextDestroyed -> navigated)", v["error"]["code"]),
+        expect_error(&v, "browser_closed", &["the tab was closed"]);
+        assert!(
+            v["error"]["next_step"].as_str().unwrap_or("").contains("browser_tabs"),
+            "{v:#}"
         );
         assert!(since < FAST_FAIL, "failed {since:?} after the close");
 
@@ -1362,10 +1468,10 @@ async fn tab_closed_by_another_client() {
         ] {
             let (v, took, _) = call(&tools, tool, args).await;
             eprintln!("[tab closed elsewhere] then {tool}: {took:?} {}", v["error"]);
-            expect_typed_gone(&v, &["closed", "destroyed", "detached", "gone", "no target"]);
-            known_bug(
-                v["error"]["code"] == "browser_closed",
-                &format!("{tool} on a tab closed elsewhere says {} (tool_surface::Tab::gate lets an inactive supervisor through unless its reason says crash)", v["error"]["code"]),
+            expect_error(&v, "browser_closed", &["the tab was closed"]);
+            assert!(
+                v["error"]["next_step"].as_str().unwrap_or("").contains("browser_tabs"),
+                "{tool}: {v:#}"
             );
             assert!(took < INSTANT_FAIL, "{tool} on a closed tab took {took:?}");
         }
