@@ -13,7 +13,15 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-fn row(group: &str, what: &str, median: String, p95: String, ratio: String, target: &str, ok: Option<bool>) -> Row {
+fn row(
+    group: &str,
+    what: &str,
+    median: String,
+    p95: String,
+    ratio: String,
+    target: &str,
+    ok: Option<bool>,
+) -> Row {
     Row {
         group: group.into(),
         what: what.into(),
@@ -38,14 +46,19 @@ fn rss_kib() -> u64 {
 }
 
 async fn new_target(conn: &Connection) -> Result<TargetId> {
-    let t = conn.browser().call("Target.createTarget", json!({"url": "about:blank"}), T).await?;
+    let t = conn
+        .browser()
+        .call("Target.createTarget", json!({"url": "about:blank"}), T)
+        .await?;
     Ok(TargetId::new(t["targetId"].as_str().unwrap_or_default()))
 }
 
 /// Dialog latency: CDP event arrival → supervisor view; `alert()` → view.
 pub async fn dialog_latency(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
     let conn = Connection::connect(ws, Default::default()).await?;
-    let sup = supervisor::Supervisor::new_tab(conn.clone(), supervisor::SupervisorConfig::default()).await?;
+    let sup =
+        supervisor::Supervisor::new_tab(conn.clone(), supervisor::SupervisorConfig::default())
+            .await?;
     let page = sup.page_session();
     let n = mode.iters(200);
     let (mut to_view, mut e2e) = (Vec::new(), Vec::new());
@@ -55,21 +68,31 @@ pub async fn dialog_latency(ws: &str, mode: Mode, table: &mut Table) -> Result<(
         let t0 = Instant::now();
         let p = page.clone();
         let fire = tokio::spawn(async move {
-            p.call("Runtime.evaluate", json!({"expression": format!("alert('bench {i}')")}), T).await
+            p.call(
+                "Runtime.evaluate",
+                json!({"expression": format!("alert('bench {i}')")}),
+                T,
+            )
+            .await
         });
-        let ev = tokio::time::timeout(T, events.next_method("Page.javascriptDialogOpening")).await.context("no dialog event")?;
+        let ev = tokio::time::timeout(T, events.next_method("Page.javascriptDialogOpening"))
+            .await
+            .context("no dialog event")?;
         let t_event = Instant::now();
         drop(ev);
         loop {
             if !sup.snapshot().pending_dialogs.is_empty() {
                 break;
             }
-            tokio::time::timeout(T, changes.changed()).await.context("view never showed the dialog")??;
+            tokio::time::timeout(T, changes.changed())
+                .await
+                .context("view never showed the dialog")??;
         }
         let t_view = Instant::now();
         to_view.push(t_view - t_event);
         e2e.push(t_view - t0);
-        sup.respond(supervisor::DialogAction::Accept, None, None, T).await?;
+        sup.respond(supervisor::DialogAction::Accept, None, None, T)
+            .await?;
         let _ = fire.await;
     }
     let (_, p95) = stats(&to_view);
@@ -85,7 +108,13 @@ pub async fn dialog_latency(ws: &str, mode: Mode, table: &mut Table) -> Result<(
         "p99 ≤ 2 ms",
         Some(p99 <= Duration::from_millis(2)),
     ));
-    table.timing("dialog latency", "alert() sent → supervisor view", &e2e, None, None);
+    table.timing(
+        "dialog latency",
+        "alert() sent → supervisor view",
+        &e2e,
+        None,
+        None,
+    );
     sup.stop(T).await;
     Ok(())
 }
@@ -94,8 +123,11 @@ pub async fn dialog_latency(ws: &str, mode: Mode, table: &mut Table) -> Result<(
 pub async fn hung_scripts(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
     let conn = Connection::connect(ws, Default::default()).await?;
     let tid = new_target(&conn).await?;
-    let engine = evaluate::Engine::new(conn.clone(), tid.clone(), evaluate::EngineConfig::default());
-    engine.evaluate(evaluate::EvalRequest::new("1"), &Budget::new(T)).await?;
+    let engine =
+        evaluate::Engine::new(conn.clone(), tid.clone(), evaluate::EngineConfig::default());
+    engine
+        .evaluate(evaluate::EvalRequest::new("1"), &Budget::new(T))
+        .await?;
     let reps = if mode.quick { 2 } else { 7 };
     for script in ["while(true){}", "new Promise(() => {})"] {
         for budget_ms in [200u64, 1000] {
@@ -103,23 +135,46 @@ pub async fn hung_scripts(ws: &str, mode: Mode, table: &mut Table) -> Result<()>
             for _ in 0..reps {
                 let b = Budget::new(Duration::from_millis(budget_ms));
                 let t0 = Instant::now();
-                let r = engine.evaluate(evaluate::EvalRequest::new(script), &b).await;
+                let r = engine
+                    .evaluate(evaluate::EvalRequest::new(script), &b)
+                    .await;
                 let took = t0.elapsed();
                 anyhow::ensure!(r.is_err(), "{script} returned a value");
                 over.push(took.saturating_sub(Duration::from_millis(budget_ms)));
                 let t1 = Instant::now();
-                let o = engine.evaluate(evaluate::EvalRequest::new("1+1"), &Budget::new(T)).await?;
+                let o = engine
+                    .evaluate(evaluate::EvalRequest::new("1+1"), &Budget::new(T))
+                    .await?;
                 next.push(t1.elapsed());
                 anyhow::ensure!(o.value == json!(2));
             }
             let (m, p) = stats(&over);
-            table.push(row("hung script", &format!("`{script}` @ {budget_ms} ms: return − budget (n={reps})"), ms(m), ms(p), String::new(), "≤ 50 ms", Some(m <= Duration::from_millis(50))));
+            table.push(row(
+                "hung script",
+                &format!("`{script}` @ {budget_ms} ms: return − budget (n={reps})"),
+                ms(m),
+                ms(p),
+                String::new(),
+                "≤ 50 ms",
+                Some(m <= Duration::from_millis(50)),
+            ));
             let (m, p) = stats(&next);
-            table.push(row("hung script", &format!("`{script}` @ {budget_ms} ms: next evaluate (n={reps})"), ms(m), ms(p), String::new(), "≤ 20 ms", Some(m <= Duration::from_millis(20))));
+            table.push(row(
+                "hung script",
+                &format!("`{script}` @ {budget_ms} ms: next evaluate (n={reps})"),
+                ms(m),
+                ms(p),
+                String::new(),
+                "≤ 20 ms",
+                Some(m <= Duration::from_millis(20)),
+            ));
         }
     }
     engine.close(&Budget::new(T)).await;
-    let _ = conn.browser().call("Target.closeTarget", json!({"targetId": tid.as_str()}), T).await;
+    let _ = conn
+        .browser()
+        .call("Target.closeTarget", json!({"targetId": tid.as_str()}), T)
+        .await;
     Ok(())
 }
 
@@ -134,7 +189,7 @@ struct PageFigures {
 
 /// Snapshots of the saved pages: bare getFullAXTree, full, interactive-only, and Playwright's ariaSnapshot.
 pub async fn snapshots(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
-    let pages_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/pages");
+    let pages_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/pages");
     let mut names: Vec<String> = std::fs::read_dir(&pages_dir)
         .with_context(|| format!("reading {}", pages_dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().to_string()))
@@ -150,26 +205,45 @@ pub async fn snapshots(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
     page.call("Page.enable", json!({}), T).await?;
     let reps = if mode.quick { 2 } else { 9 };
     let full_opts = evaluate::refs::RenderOptions::default();
-    let inter_opts = evaluate::refs::RenderOptions { interactive_only: true, ..Default::default() };
+    let inter_opts = evaluate::refs::RenderOptions {
+        interactive_only: true,
+        ..Default::default()
+    };
     let mut figures = Vec::new();
     for name in &names {
         let url = site.url("localhost", &format!("/pages/{name}"));
         let mut load = page.subscribe();
         page.call("Page.navigate", json!({"url": url}), T).await?;
-        let _ = tokio::time::timeout(Duration::from_secs(10), load.next_method("Page.loadEventFired")).await;
-        let mut f = PageFigures { bare: vec![], full: vec![], inter: vec![], full_bytes: 0, inter_bytes: 0, refs: 0 };
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            load.next_method("Page.loadEventFired"),
+        )
+        .await;
+        let mut f = PageFigures {
+            bare: vec![],
+            full: vec![],
+            inter: vec![],
+            full_bytes: 0,
+            inter_bytes: 0,
+            refs: 0,
+        };
         for _ in 0..reps {
             let t0 = Instant::now();
-            page.call("Accessibility.getFullAXTree", json!({}), T).await?;
+            page.call("Accessibility.getFullAXTree", json!({}), T)
+                .await?;
             f.bare.push(t0.elapsed());
             let t0 = Instant::now();
-            let s = snapper.snapshot(&evaluate::refs::SnapshotOptions::default(), T).await?;
+            let s = snapper
+                .snapshot(&evaluate::refs::SnapshotOptions::default(), T)
+                .await?;
             let r = s.render(&full_opts);
             f.full.push(t0.elapsed());
             f.full_bytes = r.text.len();
             f.refs = r.refs.len();
             let t0 = Instant::now();
-            let s = snapper.snapshot(&evaluate::refs::SnapshotOptions::default(), T).await?;
+            let s = snapper
+                .snapshot(&evaluate::refs::SnapshotOptions::default(), T)
+                .await?;
             let r = s.render(&inter_opts);
             f.inter.push(t0.elapsed());
             f.inter_bytes = r.text.len();
@@ -190,7 +264,10 @@ pub async fn snapshots(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
         tb_inter += f.inter_bytes;
         refs_total += f.refs;
         let peer_txt = match &peer {
-            Ok(p) => p.get(name).map(|(d, bytes)| format!("; playwright {} / {} B", ms(*d), bytes)).unwrap_or_default(),
+            Ok(p) => p
+                .get(name)
+                .map(|(d, bytes)| format!("; playwright {} / {} B", ms(*d), bytes))
+                .unwrap_or_default(),
             Err(_) => String::new(),
         };
         table.push(row(
@@ -203,8 +280,24 @@ pub async fn snapshots(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
             None,
         ));
     }
-    table.push(row("snapshot", "sum of medians: bare getFullAXTree (reference)", ms(sb), String::new(), "1.00× (ref)".into(), "", None));
-    table.push(row("snapshot", &format!("sum of medians: ours, full ({tb_full} B, {refs_total} refs)"), ms(sf), String::new(), format!("{:.2}× bare", sf.as_secs_f64() / sb.as_secs_f64().max(1e-9)), "", None));
+    table.push(row(
+        "snapshot",
+        "sum of medians: bare getFullAXTree (reference)",
+        ms(sb),
+        String::new(),
+        "1.00× (ref)".into(),
+        "",
+        None,
+    ));
+    table.push(row(
+        "snapshot",
+        &format!("sum of medians: ours, full ({tb_full} B, {refs_total} refs)"),
+        ms(sf),
+        String::new(),
+        format!("{:.2}× bare", sf.as_secs_f64() / sb.as_secs_f64().max(1e-9)),
+        "",
+        None,
+    ));
     table.push(row(
         "snapshot",
         &format!("sum of medians: ours, interactive-only ({tb_inter} B)"),
@@ -232,15 +325,30 @@ pub async fn snapshots(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
                 "ours full vs Playwright: time ratio, bytes ratio",
                 String::new(),
                 String::new(),
-                format!("{:.2}× time, {:.2}× bytes", sf.as_secs_f64() / sp.as_secs_f64().max(1e-9), tb_full as f64 / bytes.max(1) as f64),
+                format!(
+                    "{:.2}× time, {:.2}× bytes",
+                    sf.as_secs_f64() / sp.as_secs_f64().max(1e-9),
+                    tb_full as f64 / bytes.max(1) as f64
+                ),
                 "< 1× time, ≤ 0.5× bytes",
                 Some(sf < sp && tb_full * 2 <= bytes),
             ));
         }
-        Err(e) => table.push(row("snapshot", &format!("Playwright ariaSnapshot: skipped ({e})"), String::new(), String::new(), String::new(), "", None)),
+        Err(e) => table.push(row(
+            "snapshot",
+            &format!("Playwright ariaSnapshot: skipped ({e})"),
+            String::new(),
+            String::new(),
+            String::new(),
+            "",
+            None,
+        )),
     }
     snapper.close(T).await;
-    let _ = conn.browser().call("Target.closeTarget", json!({"targetId": tid.as_str()}), T).await;
+    let _ = conn
+        .browser()
+        .call("Target.closeTarget", json!({"targetId": tid.as_str()}), T)
+        .await;
     Ok(())
 }
 
@@ -268,7 +376,10 @@ async fn playwright_aria(
     }
     let script = dir.join("aria.js");
     std::fs::write(&script, PW_SCRIPT)?;
-    let urls: Vec<String> = names.iter().map(|n| site.url("localhost", &format!("/pages/{n}"))).collect();
+    let urls: Vec<String> = names
+        .iter()
+        .map(|n| site.url("localhost", &format!("/pages/{n}")))
+        .collect();
     let out = tokio::process::Command::new("node")
         .arg(&script)
         .arg(ws)
@@ -277,21 +388,40 @@ async fn playwright_aria(
         .current_dir(&dir)
         .output()
         .await?;
-    anyhow::ensure!(out.status.success(), "node failed: {}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "node failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout)?;
     let mut m = std::collections::HashMap::new();
     for (name, url) in names.iter().zip(&urls) {
         let e = &v[url];
-        let mut times: Vec<Duration> = e["times_ms"].as_array().map(|a| a.iter().filter_map(|x| x.as_f64()).map(|x| Duration::from_secs_f64(x / 1e3)).collect()).unwrap_or_default();
+        let mut times: Vec<Duration> = e["times_ms"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_f64())
+                    .map(|x| Duration::from_secs_f64(x / 1e3))
+                    .collect()
+            })
+            .unwrap_or_default();
         times.sort();
         let med = times.get(times.len() / 2).copied().unwrap_or_default();
-        m.insert(name.clone(), (med, e["bytes"].as_u64().unwrap_or(0) as usize));
+        m.insert(
+            name.clone(),
+            (med, e["bytes"].as_u64().unwrap_or(0) as usize),
+        );
     }
     Ok(m)
 }
 
 fn which(bin: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(bin)).find(|p| p.is_file()))
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(bin))
+            .find(|p| p.is_file())
+    })
 }
 
 const PW_SCRIPT: &str = r#"
@@ -324,19 +454,32 @@ const { chromium } = require('playwright-core');
 /// Memory per supervised tab at 1, 50, 200 tabs; evaluate throughput over all tabs.
 pub async fn scale(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
     let conn = Connection::connect(ws, Default::default()).await?;
-    let steps: &[usize] = if mode.quick { &[1, 10, 20] } else { &[1, 50, 200] };
+    let steps: &[usize] = if mode.quick {
+        &[1, 10, 20]
+    } else {
+        &[1, 50, 200]
+    };
     let mut sups: Vec<supervisor::Supervisor> = Vec::new();
     let base = rss_kib();
     for &n in steps {
         while sups.len() < n {
-            sups.push(supervisor::Supervisor::new_tab(conn.clone(), supervisor::SupervisorConfig::default()).await?);
+            sups.push(
+                supervisor::Supervisor::new_tab(
+                    conn.clone(),
+                    supervisor::SupervisorConfig::default(),
+                )
+                .await?,
+            );
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let now = rss_kib();
         let per = (now.saturating_sub(base)) as f64 / n as f64;
         table.push(row(
             "scale",
-            &format!("RSS per supervised tab at {n} tabs (process {} MiB)", now / 1024),
+            &format!(
+                "RSS per supervised tab at {n} tabs (process {} MiB)",
+                now / 1024
+            ),
             format!("{:.0} KiB", per),
             String::new(),
             String::new(),
@@ -346,14 +489,22 @@ pub async fn scale(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
     }
     let engines: Vec<evaluate::Engine> = sups
         .iter()
-        .map(|s| evaluate::Engine::new(conn.clone(), s.target_id().clone(), evaluate::EngineConfig::default()))
+        .map(|s| {
+            evaluate::Engine::new(
+                conn.clone(),
+                s.target_id().clone(),
+                evaluate::EngineConfig::default(),
+            )
+        })
         .collect();
     let rounds = if mode.quick { 2 } else { 5 };
     let t0 = Instant::now();
     let mut total = 0usize;
     for _ in 0..rounds {
         let budget = Budget::new(T);
-        let futs = engines.iter().map(|e| e.evaluate(evaluate::EvalRequest::new("1+1"), &budget));
+        let futs = engines
+            .iter()
+            .map(|e| e.evaluate(evaluate::EvalRequest::new("1+1"), &budget));
         let rs = futures_util::future::join_all(futs).await;
         for r in rs {
             r?;
@@ -363,7 +514,10 @@ pub async fn scale(ws: &str, mode: Mode, table: &mut Table) -> Result<()> {
     let el = t0.elapsed();
     table.push(row(
         "scale",
-        &format!("evaluate throughput, {} tabs in parallel ({total} evaluates)", engines.len()),
+        &format!(
+            "evaluate throughput, {} tabs in parallel ({total} evaluates)",
+            engines.len()
+        ),
         format!("{:.0} eval/s", total as f64 / el.as_secs_f64()),
         String::new(),
         String::new(),
@@ -384,7 +538,18 @@ pub async fn mcp_overhead(ws: &str, mode: Mode, table: &mut Table) -> Result<()>
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let exe = std::env::current_exe()?.with_file_name("tabwarden");
     if !exe.exists() {
-        table.push(row("mcp", &format!("skipped: {} not built (cargo build --release -p tabwarden)", exe.display()), String::new(), String::new(), String::new(), "", None));
+        table.push(row(
+            "mcp",
+            &format!(
+                "skipped: {} not built (cargo build --release -p tabwarden)",
+                exe.display()
+            ),
+            String::new(),
+            String::new(),
+            String::new(),
+            "",
+            None,
+        ));
         return Ok(());
     }
     let mut child = tokio::process::Command::new(&exe)
@@ -399,12 +564,21 @@ pub async fn mcp_overhead(ws: &str, mode: Mode, table: &mut Table) -> Result<()>
     let mut id = 0u64;
     let mut rpc = |method: &str, params: Value| {
         id += 1;
-        (id, json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string() + "\n")
+        (
+            id,
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+                + "\n",
+        )
     };
-    let (iid, msg) = rpc("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}));
+    let (iid, msg) = rpc(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}),
+    );
     stdin.write_all(msg.as_bytes()).await?;
     wait_id(&mut lines, iid).await?;
-    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await?;
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await?;
     let args = json!({"name": "browser_evaluate", "arguments": {"expression": "1+1"}});
     let n = mode.iters(300);
     let tools = tool_surface::Tools::connect(ws, tool_surface::ToolsConfig::default()).await?;
@@ -417,23 +591,45 @@ pub async fn mcp_overhead(ws: &str, mode: Mode, table: &mut Table) -> Result<()>
         let d1 = t0.elapsed();
         anyhow::ensure!(r.to_string().contains('2'), "mcp: {r}");
         let t0 = Instant::now();
-        tools.call("browser_evaluate", json!({"expression": "1+1"})).await;
+        tools
+            .call("browser_evaluate", json!({"expression": "1+1"}))
+            .await;
         let d2 = t0.elapsed();
         if i >= 10 {
             over_mcp.push(d1);
             in_proc.push(d2);
         }
     }
-    table.timing("mcp", "browser_evaluate in process (reference)", &in_proc, None, None);
-    table.timing("mcp", "browser_evaluate through `tabwarden mcp` stdio", &over_mcp, Some(&in_proc), None);
+    table.timing(
+        "mcp",
+        "browser_evaluate in process (reference)",
+        &in_proc,
+        None,
+        None,
+    );
+    table.timing(
+        "mcp",
+        "browser_evaluate through `tabwarden mcp` stdio",
+        &over_mcp,
+        Some(&in_proc),
+        None,
+    );
     let _ = child.kill().await;
     Ok(())
 }
 
-async fn wait_id(lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>, id: u64) -> Result<Value> {
+async fn wait_id(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    id: u64,
+) -> Result<Value> {
     loop {
-        let line = tokio::time::timeout(T, lines.next_line()).await.context("mcp server silent")??.context("mcp server ended")?;
-        let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
+        let line = tokio::time::timeout(T, lines.next_line())
+            .await
+            .context("mcp server silent")??
+            .context("mcp server ended")?;
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         if v["id"].as_u64() == Some(id) {
             return Ok(v);
         }

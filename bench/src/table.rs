@@ -38,11 +38,21 @@ fn ms(d: Duration) -> String {
 
 impl Table {
     pub fn new(quick: bool) -> Self {
-        Self { rows: Vec::new(), quick }
+        Self {
+            rows: Vec::new(),
+            quick,
+        }
     }
 
     /// A timing row; `reference` gives the ratio of medians, `target` the max ratio.
-    pub fn timing(&mut self, group: &str, what: &str, v: &[Duration], reference: Option<&[Duration]>, target: Option<f64>) {
+    pub fn timing(
+        &mut self,
+        group: &str,
+        what: &str,
+        v: &[Duration],
+        reference: Option<&[Duration]>,
+        target: Option<f64>,
+    ) {
         let (med, p95) = stats(v);
         let (ratio, ok) = match reference {
             Some(r) => {
@@ -78,13 +88,19 @@ impl Table {
                 Some(false) => "**MISS**",
                 None => "",
             };
-            let _ = writeln!(s, "| {} | {} | {} | {} | {} | {} | {} |", r.group, r.what, r.median, r.p95, r.ratio, r.target, met);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.group, r.what, r.median, r.p95, r.ratio, r.target, met
+            );
         }
         s
     }
 
     pub fn print_and_save(&self) -> anyhow::Result<()> {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0);
         let head = format!(
             "# tabwarden bench{}\n\n{} cores; ratios are medians measured side by side in this run.\n\n",
             if self.quick { " (--quick)" } else { "" },
@@ -94,7 +110,14 @@ impl Table {
         println!("{text}");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
         std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join(if self.quick { "latest-quick.md" } else { "latest.md" }), text)?;
+        std::fs::write(
+            dir.join(if self.quick {
+                "latest-quick.md"
+            } else {
+                "latest.md"
+            }),
+            text,
+        )?;
         Ok(())
     }
 }

@@ -21,11 +21,15 @@ fn main() -> Result<()> {
         }
         "demo" => {
             setup()?;
-            run(cargo().args(["run", "--quiet", "-p", "tabwarden", "--", "demo"]).args(rest))
+            run(cargo()
+                .args(["run", "--quiet", "-p", "tabwarden", "--", "demo"])
+                .args(rest))
         }
         "bench" => {
             setup()?;
-            run(cargo().args(["run", "--release", "-p", "tabwarden-bench", "--"]).args(rest))
+            run(cargo()
+                .args(["run", "--release", "-p", "tabwarden-bench", "--"])
+                .args(rest))
         }
         "e2e" => e2e(rest),
         "fuzz" => fuzz(rest),
@@ -52,7 +56,10 @@ const HELP: &str = "cargo xtask <task>
                         it sets RUSTC_BOOTSTRAP=1 for the nightly-only flags";
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn cargo() -> Command {
@@ -63,7 +70,9 @@ fn cargo() -> Command {
 
 fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: running {:?}", cmd);
-    let status = cmd.status().with_context(|| format!("cannot run {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed with {status}");
     }
@@ -85,7 +94,11 @@ fn find_chrome() -> Option<PathBuf> {
 }
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
 }
 
 fn setup() -> Result<()> {
@@ -102,7 +115,9 @@ fn setup() -> Result<()> {
     }
     eprintln!("xtask: Chromium is missing; running: {cmd}");
     run(Command::new("apt-get").arg("update"))?;
-    run(Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "chromium"]).env("DEBIAN_FRONTEND", "noninteractive"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", "chromium"])
+        .env("DEBIAN_FRONTEND", "noninteractive"))?;
     match find_chrome() {
         Some(p) => {
             eprintln!("xtask: Chromium installed at {}", p.display());
@@ -115,11 +130,18 @@ fn setup() -> Result<()> {
 fn test(rest: &[String]) -> Result<()> {
     // Build every test binary once, then run them; the real-Chromium suites
     // share one Chromium per test binary.
-    run(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(rest).env("RUST_BACKTRACE", "1"))
+    run(cargo()
+        .args(["test", "--workspace", "--no-fail-fast"])
+        .args(rest)
+        .env("RUST_BACKTRACE", "1"))
 }
 
 fn e2e(rest: &[String]) -> Result<()> {
-    let backend = rest.iter().position(|a| a == "--backend").and_then(|i| rest.get(i + 1)).map(String::as_str);
+    let backend = rest
+        .iter()
+        .position(|a| a == "--backend")
+        .and_then(|i| rest.get(i + 1))
+        .map(String::as_str);
     match backend {
         Some("browserbase") => {
             if std::env::var_os("BROWSERBASE_API_KEY").is_none() {
@@ -147,14 +169,25 @@ const FUZZ_TARGETS: [&str; 3] = ["transport_envelope", "bridge_paused", "tool_ar
 /// for is panics, broken invariants, hangs (`-timeout`) and memory blow-ups
 /// (`-rss_limit_mb`); debug assertions and overflow checks are on (`-a`).
 fn fuzz(rest: &[String]) -> Result<()> {
-    let value = |flag: &str| rest.iter().position(|a| a == flag).and_then(|i| rest.get(i + 1));
+    let value = |flag: &str| {
+        rest.iter()
+            .position(|a| a == flag)
+            .and_then(|i| rest.get(i + 1))
+    };
     let minutes: f64 = match value("--minutes") {
-        Some(m) => m.parse().ok().filter(|m: &f64| *m > 0.0).with_context(|| format!("--minutes {m:?} is not a positive number"))?,
+        Some(m) => m
+            .parse()
+            .ok()
+            .filter(|m: &f64| *m > 0.0)
+            .with_context(|| format!("--minutes {m:?} is not a positive number"))?,
         None => bail!("usage: cargo xtask fuzz --minutes N [--target NAME]"),
     };
     let targets: Vec<&str> = match value("--target") {
         Some(t) if FUZZ_TARGETS.contains(&t.as_str()) => vec![t.as_str()],
-        Some(t) => bail!("unknown fuzz target {t:?}: use one of {}", FUZZ_TARGETS.join(", ")),
+        Some(t) => bail!(
+            "unknown fuzz target {t:?}: use one of {}",
+            FUZZ_TARGETS.join(", ")
+        ),
         None => FUZZ_TARGETS.to_vec(),
     };
     let dir = root().join("fuzz");
@@ -168,7 +201,11 @@ fn fuzz(rest: &[String]) -> Result<()> {
             .env("RUSTC_BOOTSTRAP", "1");
         c
     };
-    if !cargo_fuzz().arg("--version").output().is_ok_and(|o| o.status.success()) {
+    if !cargo_fuzz()
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         bail!("cargo-fuzz is missing: run `cargo install cargo-fuzz --locked`");
     }
     // Same flags for build and run, so `run` does not rebuild.
@@ -177,7 +214,8 @@ fn fuzz(rest: &[String]) -> Result<()> {
     let secs = ((minutes * 60.0).round() as u64).max(1);
     for t in targets {
         let corpus = dir.join("corpus").join(t);
-        std::fs::create_dir_all(&corpus).with_context(|| format!("cannot create {}", corpus.display()))?;
+        std::fs::create_dir_all(&corpus)
+            .with_context(|| format!("cannot create {}", corpus.display()))?;
         let mut c = cargo_fuzz();
         c.args(["run", t]).args(flags).arg(&corpus);
         for extra in ["seeds", "regressions"] {
@@ -186,9 +224,13 @@ fn fuzz(rest: &[String]) -> Result<()> {
                 c.arg(d);
             }
         }
-        c.arg("--")
-            .arg(format!("-max_total_time={secs}"))
-            .args(["-jobs=1", "-workers=1", "-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1"]);
+        c.arg("--").arg(format!("-max_total_time={secs}")).args([
+            "-jobs=1",
+            "-workers=1",
+            "-timeout=10",
+            "-rss_limit_mb=2048",
+            "-print_final_stats=1",
+        ]);
         let dict = dir.join("dicts").join(format!("{t}.dict"));
         if dict.is_file() {
             c.arg(format!("-dict={}", dict.display()));
@@ -206,7 +248,9 @@ fn fuzz(rest: &[String]) -> Result<()> {
             }
             let _ = std::fs::rename(&log, dir.join(format!("{t}.log")));
         }
-        r.with_context(|| format!("fuzz target {t} failed: see fuzz/artifacts/{t}/ and fuzz/{t}.log"))?;
+        r.with_context(|| {
+            format!("fuzz target {t} failed: see fuzz/artifacts/{t}/ and fuzz/{t}.log")
+        })?;
     }
     Ok(())
 }

@@ -87,7 +87,7 @@ fn demo_readable_output_exits_0() {
 
 #[test]
 fn snapshot_of_each_saved_page_exits_0() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pages");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pages");
     let mut n = 0;
     let ws = shared();
     let mut entries: Vec<_> = std::fs::read_dir(&dir)

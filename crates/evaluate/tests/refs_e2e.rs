@@ -95,7 +95,10 @@ impl Tab {
 
 async fn site() -> FixtureServer {
     let s = FixtureServer::start().await;
-    s.dir("/cases", "/work/shared/cases");
+    s.dir(
+        "/cases",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cases"),
+    );
     s
 }
 
@@ -414,12 +417,16 @@ for (const [id, mode] of [['open', 'open'], ['closed', 'closed']]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saved_pages_every_ref_matches_its_node() {
     let site = FixtureServer::start().await;
-    site.dir("/pages", "/work/shared/pages");
-    let mut names: Vec<String> = std::fs::read_dir("/work/shared/pages")
-        .expect("pages dir")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".html"))
-        .collect();
+    site.dir(
+        "/pages",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/pages"),
+    );
+    let mut names: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/pages"))
+            .expect("pages dir")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".html"))
+            .collect();
     names.sort();
     assert_eq!(names.len(), 9, "{names:?}");
     let mut total_full = 0;
