@@ -269,8 +269,69 @@ enum ReplyError {
 }
 
 /// Decodes the envelope of one incoming text message.
+/// Replaces every unpaired `\uD800`–`\uDFFF` escape in JSON text with
+/// `\uFFFD`; `None` when there is none (the text is left to fail as it is).
+fn repair_lone_surrogates(text: &str) -> Option<String> {
+    fn hex4(b: &[u8]) -> Option<u16> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    }
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if b.get(i + 1) != Some(&b'u') {
+            i += 2;
+            continue;
+        }
+        let Some(unit) = hex4(&b[i + 2..]) else {
+            i += 2;
+            continue;
+        };
+        let lone = match unit {
+            0xD800..=0xDBFF => {
+                let next_is_low = b.get(i + 6) == Some(&b'\\')
+                    && b.get(i + 7) == Some(&b'u')
+                    && matches!(hex4(&b[(i + 8).min(b.len())..]), Some(0xDC00..=0xDFFF));
+                if next_is_low {
+                    i += 12;
+                    continue;
+                }
+                true
+            }
+            0xDC00..=0xDFFF => true,
+            _ => false,
+        };
+        if lone {
+            let o = out.get_or_insert_with(|| String::with_capacity(text.len()));
+            o.push_str(&text[copied..i]);
+            o.push_str("\\uFFFD");
+            copied = i + 6;
+        }
+        i += 6;
+    }
+    let mut o = out?;
+    o.push_str(&text[copied..]);
+    Some(o)
+}
+
 fn decode_envelope(text: &str) -> Incoming {
-    let env: Envelope = match serde_json::from_str(text) {
+    let parsed = serde_json::from_str::<Envelope>(text).or_else(|e| {
+        // Chromium sends JavaScript strings as they are, so a lone UTF-16
+        // surrogate (`'\ud800'`) arrives as an unpaired `\uD800` escape,
+        // which is not valid JSON text for serde. Decode it leniently (as
+        // U+FFFD) instead of losing the message and leaving its call waiting.
+        match repair_lone_surrogates(text) {
+            Some(fixed) => serde_json::from_str::<Envelope>(&fixed).map_err(|_| e),
+            None => Err(e),
+        }
+    });
+    let env: Envelope = match parsed {
         Ok(e) => e,
         Err(e) => {
             // Still answer the call it names, if any: fail it now.

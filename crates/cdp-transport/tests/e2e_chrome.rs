@@ -375,3 +375,30 @@ async fn detached_from_target_event_fails_the_pending_call_at_once() {
     assert!(err.is_session_gone(), "{err:?}");
     close_page(&conn, &page).await;
 }
+
+/// A lone surrogate in a result (`String.fromCharCode(0xD800)`) comes back as
+/// U+FFFD at once instead of the reply being lost (new-user report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_surrogate_results_arrive_as_replacement_characters() {
+    let conn = connect().await;
+    let page = new_page(&conn).await;
+    let t0 = std::time::Instant::now();
+    let v = page
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "'a' + String.fromCharCode(0xD800) + 'b'", "returnByValue": true}),
+            T,
+        )
+        .await
+        .expect("the reply decodes");
+    assert_eq!(v["result"]["value"], "a\u{FFFD}b");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let _ = conn
+        .browser()
+        .call(
+            "Target.closeTarget",
+            json!({"targetId": page.target_id().map(|t| t.as_str()).unwrap_or("")}),
+            T,
+        )
+        .await;
+}

@@ -629,3 +629,48 @@ async fn an_over_limit_message_fails_every_pending_call_with_the_limit_and_close
         .await
         .expect("under the limit");
 }
+
+/// Chromium sends JavaScript strings as they are: a lone UTF-16 surrogate
+/// arrives as an unpaired `\uD800` escape, which strict JSON decoding refuses.
+/// The reply must still reach its caller (as U+FFFD), and events too, instead
+/// of being skipped and leaving the call to wait out its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_surrogates_in_replies_and_events_decode_as_replacement_characters() {
+    let (mock, conn) = setup().await;
+    mock.on_action("Runtime.evaluate", Action::Never);
+    let mut events = conn.browser().subscribe();
+    let call = tokio::spawn({
+        let b = conn.browser();
+        async move {
+            b.call("Runtime.evaluate", json!({}), Duration::from_secs(5))
+                .await
+        }
+    });
+    let req = mock
+        .wait_for("Runtime.evaluate", 1, Duration::from_secs(5))
+        .await;
+    let id = req[0].id;
+    let t0 = Instant::now();
+    mock.send_raw(&format!(
+        r#"{{"id":{id},"result":{{"lone_high":"a\uD800b","lone_low":"\udc00","pair":"\ud83d\ude00","escaped":"\\uD800","end":"x\uDBFF"}}}}"#
+    ));
+    let v = call.await.expect("join").expect("the reply decodes");
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert_eq!(v["lone_high"], "a\u{FFFD}b");
+    assert_eq!(v["lone_low"], "\u{FFFD}");
+    assert_eq!(v["pair"], "\u{1F600}");
+    assert_eq!(
+        v["escaped"], "\\uD800",
+        "an escaped backslash is not an escape"
+    );
+    assert_eq!(v["end"], "x\u{FFFD}");
+    mock.send_raw(r#"{"method":"Runtime.consoleAPICalled","params":{"type":"error","args":[{"type":"string","value":"err \ud800"}]}}"#);
+    let ev = tokio::time::timeout(
+        Duration::from_secs(2),
+        events.next_method("Runtime.consoleAPICalled"),
+    )
+    .await
+    .expect("event arrives")
+    .expect("stream open");
+    assert_eq!(ev.params["args"][0]["value"], "err \u{FFFD}");
+}
