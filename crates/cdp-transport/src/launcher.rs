@@ -96,9 +96,15 @@ pub fn find_chrome() -> Result<PathBuf> {
 
 /// A running Chromium. Dropping it kills the process and removes its profile
 /// (also during a panic's unwinding).
+///
+/// Chromium runs in its own process group (its pid is the group id) with
+/// `TMPDIR` set to `<profile>/tmp`, so that killing the group stops every
+/// helper process and removing the profile also removes Chromium's
+/// `org.chromium.Chromium.*` singleton dir.
 #[derive(Debug)]
 pub struct LaunchedChrome {
     child: Option<Child>,
+    pgid: Option<i32>,
     profile: Option<tempfile::TempDir>,
     ws_url: String,
     port: u16,
@@ -142,7 +148,17 @@ impl LaunchedChrome {
         let stderr = std::fs::File::create(&stderr_path).map_err(|e| Error::Launch {
             reason: format!("cannot create a log file: {e}"),
         })?;
+        let tmp_dir = profile.path().join("tmp");
+        std::fs::create_dir(&tmp_dir).map_err(|e| Error::Launch {
+            reason: format!("cannot create a temp dir in the profile: {e}"),
+        })?;
         let mut cmd = Command::new(&exe);
+        {
+            use std::os::unix::process::CommandExt;
+            // Its own group, so that drop can kill every helper process too.
+            cmd.process_group(0);
+        }
+        cmd.env("TMPDIR", &tmp_dir);
         cmd.args(BASE_FLAGS);
         if is_root() {
             cmd.arg("--no-sandbox");
@@ -162,8 +178,10 @@ impl LaunchedChrome {
         let child = cmd.spawn().map_err(|e| Error::Launch {
             reason: format!("cannot start {}: {e}", exe.display()),
         })?;
+        let pgid = i32::try_from(child.id()).ok();
         let mut me = LaunchedChrome {
             child: Some(child),
+            pgid,
             profile: Some(profile),
             ws_url: String::new(),
             port: 0,
@@ -225,21 +243,103 @@ impl LaunchedChrome {
             .map(|p| p.path())
             .unwrap_or(Path::new("/nonexistent"))
     }
-    /// Kills the process now (SIGKILL) and waits for it; idempotent.
+    /// Kills the process and its whole process group now (SIGKILL), waits for
+    /// the main process, and gives the rest of the group up to
+    /// [`GROUP_EXIT_WAIT`] to go; idempotent.
     pub fn kill(&mut self) {
+        let pgid = self.pgid.take();
+        if let Some(pgid) = pgid {
+            // While the main process is not yet reaped its pid (= the group id)
+            // cannot be reused, so this signal reaches only our group.
+            kill_group(pgid, libc::SIGKILL);
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if let Some(pgid) = pgid {
+            let start = Instant::now();
+            while group_alive(pgid) && start.elapsed() < GROUP_EXIT_WAIT {
+                // A straggler that joined after the first signal.
+                kill_group(pgid, libc::SIGKILL);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
     }
 }
+
+/// How long [`LaunchedChrome::kill`] waits for the process group to go.
+pub const GROUP_EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// How often, at most, drop tries to remove the profile directory.
+const REMOVE_ATTEMPTS: u32 = 5;
 
 impl Drop for LaunchedChrome {
     fn drop(&mut self) {
         self.kill();
         if let Some(p) = self.profile.take() {
-            let _ = p.close();
+            let path = p.path().to_path_buf();
+            if p.close().is_ok() {
+                return;
+            }
+            for attempt in 1..=REMOVE_ATTEMPTS {
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => return,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                    Err(e) if attempt == REMOVE_ATTEMPTS => {
+                        tracing::warn!(
+                            profile = %path.display(),
+                            error = %e,
+                            "cannot remove the chromium profile"
+                        );
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50 * u64::from(attempt))),
+                }
+            }
         }
+    }
+}
+
+/// Whether a process of group `pgid` is still running. Zombies do not count:
+/// they hold no files, and a container's pid 1 may never reap them.
+fn group_alive(pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        let is_pid = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        is_pid
+            && std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| parse_stat(&s))
+                .is_some_and(|(state, pgrp)| pgrp == pgid && state != 'Z' && state != 'X')
+    })
+}
+
+/// `(state, pgrp)` from a `/proc/<pid>/stat` line (fields 3 and 5; the command
+/// name in field 2 may contain spaces and parentheses).
+fn parse_stat(s: &str) -> Option<(char, i32)> {
+    let rest = &s[s.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let _ppid = f.next()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+#[allow(unsafe_code)]
+fn kill_group(pgid: i32, sig: i32) {
+    if pgid <= 1 {
+        return; // never kill(-1) or kill(0)
+    }
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours;
+    // a negative pid addresses the process group `pgid`, which is the group
+    // Chromium was started in (`process_group(0)`). Errors (ESRCH) are ignored.
+    unsafe {
+        libc::kill(-pgid, sig);
     }
 }
 
