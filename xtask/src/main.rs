@@ -27,9 +27,18 @@ fn main() -> Result<()> {
         }
         "bench" => {
             setup()?;
+            // `--dev` reuses the test build (CI's quick run, so the bench never
+            // rots); figures worth quoting come from the default release build.
+            let dev = rest.iter().any(|a| a == "--dev");
+            let passed: Vec<&String> = rest.iter().filter(|a| *a != "--dev").collect();
+            let profile: &[&str] = if dev { &[] } else { &["--release"] };
+            // The MCP row drives the `tabwarden` binary of the same profile.
+            run(cargo().args(["build", "-q", "-p", "tabwarden"]).args(profile))?;
             run(cargo()
-                .args(["run", "--release", "-p", "tabwarden-bench", "--"])
-                .args(rest))
+                .args(["run", "-q"])
+                .args(profile)
+                .args(["-p", "tabwarden-bench", "--"])
+                .args(passed))
         }
         "e2e" => e2e(rest),
         "fuzz" => fuzz(rest),
@@ -45,7 +54,8 @@ const HELP: &str = "cargo xtask <task>
   setup                 install Chromium when missing (apt-get install -y chromium, as root)
   test                  setup, then every test: unit, cdp-mock, real-Chromium end-to-end, docs, layering
   demo                  setup, then run `tabwarden demo` on the built-in fixture site
-  bench [--quick]       setup, then the benchmark table (release build)
+  bench [--quick] [--dev]
+                        setup, then the benchmark table (release build; --dev: debug build)
   e2e --backend browserbase
                         the bridge suite against a real Browserbase session; needs
                         BROWSERBASE_API_KEY and outside network (neither exists on CI here)

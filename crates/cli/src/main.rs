@@ -7,7 +7,12 @@
 //!
 //! Exit codes: 0 success; 1 the tool reported an error (its JSON is printed)
 //! or a demo expectation failed; 2 bad command line; 3 no browser (Chromium
-//! could not be started or `--cdp-url` could not be reached).
+//! could not be started or `--cdp-url` could not be reached); 128 + the
+//! signal number after SIGHUP (129), SIGINT (130) or SIGTERM (143): the
+//! command is stopped as on stdin EOF (the launched Chromium is killed and
+//! its profile removed) before exiting. Arguments (`--timeout-ms` range, the
+//! target file, the screenshot's output directory) are checked before
+//! Chromium is launched (exit 2).
 
 mod demo;
 mod mcp;
@@ -15,7 +20,7 @@ mod site;
 
 use anyhow::Context;
 use cdp_transport::{LaunchOptions, LaunchedChrome};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,7 +63,7 @@ enum Command {
         /// URL, or path of an HTML file.
         target: String,
         /// Budget per call in ms (1..=120000).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=120_000))]
         timeout_ms: Option<u64>,
         #[command(flatten)]
         browser: BrowserArgs,
@@ -70,7 +75,7 @@ enum Command {
         /// The expression (promises are awaited).
         expression: String,
         /// Budget in ms (1..=120000, default 20000); a script still running is terminated.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=120_000))]
         timeout_ms: Option<u64>,
         /// After the evaluate, print the engine's metrics (evaluations,
         /// timeouts, terminations, …) as one line of JSON to stderr.
@@ -96,9 +101,9 @@ enum Command {
     Mcp {
         #[command(flatten)]
         browser: BrowserArgs,
-        /// Dialog policy: must_respond, auto_dismiss or auto_accept.
-        #[arg(long, default_value = "must_respond")]
-        dialog_policy: String,
+        /// Dialog policy.
+        #[arg(long, value_enum, default_value_t = DialogPolicy::MustRespond)]
+        dialog_policy: DialogPolicy,
         /// must_respond watchdog: dismiss a dialog left pending this many seconds.
         #[arg(long, default_value_t = 300)]
         dialog_timeout_s: u64,
@@ -109,6 +114,28 @@ enum Command {
         #[arg(long)]
         no_evaluate: bool,
     },
+}
+
+/// `mcp --dialog-policy`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+enum DialogPolicy {
+    /// Tools return dialog_pending until the agent answers with browser_dialog.
+    MustRespond,
+    /// Dismiss every dialog at once.
+    AutoDismiss,
+    /// Accept every dialog at once.
+    AutoAccept,
+}
+
+impl DialogPolicy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::MustRespond => "must_respond",
+            Self::AutoDismiss => "auto_dismiss",
+            Self::AutoAccept => "auto_accept",
+        }
+    }
 }
 
 /// A browser to talk to: a launched local one (killed on drop) or a remote endpoint.
@@ -163,6 +190,10 @@ fn is_error(v: &Value) -> bool {
 
 enum Failure {
     Tool,
+    /// A bad command line found before launching Chromium (exit 2).
+    Usage(String),
+    /// Stopped by a signal (exit 128 + its number).
+    Signal(i32),
     NoBrowser(anyhow::Error),
     Other(anyhow::Error),
 }
@@ -211,7 +242,59 @@ async fn open(tools: &Tools, target: &str, timeout_ms: Option<u64>) -> Result<Va
     Ok(nav)
 }
 
+/// Checks what clap cannot before Chromium is launched: the target is a URL
+/// or a readable file; the screenshot's output directory exists.
+fn check_args(command: &Command) -> Result<(), Failure> {
+    let target = match command {
+        Command::Snapshot { target, .. }
+        | Command::Eval { target, .. }
+        | Command::Screenshot { target, .. } => target,
+        _ => return Ok(()),
+    };
+    to_url(target).map_err(|e| Failure::Usage(format!("{e:#}")))?;
+    if let Command::Screenshot { output, .. } = command {
+        let dir = match output.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(Failure::Usage(format!(
+                "--output {}: directory {} does not exist",
+                output.display(),
+                dir.display()
+            )));
+        }
+        if output.is_dir() {
+            return Err(Failure::Usage(format!(
+                "--output {} is a directory; pass a file path",
+                output.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on the first SIGINT, SIGTERM or SIGHUP with its number; never
+/// when the handlers cannot be installed.
+async fn shutdown_signal() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => 2,
+        _ = term.recv() => 15,
+        _ = hup.recv() => 1,
+    }
+}
+
 async fn run(cli: Cli) -> Result<(), Failure> {
+    check_args(&cli.command)?;
     match cli.command {
         Command::Demo { browser: b, jsonl } => {
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
@@ -307,7 +390,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             no_evaluate,
         } => {
             let config = ToolsConfig::default()
-                .dialog_policy(dialog_policy)
+                .dialog_policy(dialog_policy.as_str())
                 .dialog_timeout(Duration::from_secs(dialog_timeout_s))
                 .bridge(bridge)
                 .evaluate_enabled(!no_evaluate);
@@ -349,12 +432,29 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let r = rt.block_on(run(cli));
-    // Kill Chromium and stop servers before the runtime goes away.
-    drop(rt);
+    // A signal ends the command as stdin EOF does: the `run` future is
+    // dropped inside `block_on`, which drops the tools and the browser, so
+    // `LaunchedChrome` kills Chromium and removes its profile.
+    let r = rt.block_on(async {
+        tokio::select! {
+            r = run(cli) => r,
+            sig = shutdown_signal() => Err(Failure::Signal(sig)),
+        }
+    });
+    // Stop servers before the runtime goes away; bounded, since a blocking
+    // stdin read (mcp) never returns while the client keeps stdin open.
+    rt.shutdown_timeout(Duration::from_millis(500));
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Tool) => ExitCode::from(1),
+        Err(Failure::Usage(m)) => {
+            eprintln!("tabwarden: error: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Signal(n)) => {
+            tracing::info!(signal = n, "stopped by a signal");
+            ExitCode::from(u8::try_from(128 + n).unwrap_or(1))
+        }
         Err(Failure::NoBrowser(e)) => {
             eprintln!("tabwarden: no browser: {e:#}");
             ExitCode::from(3)

@@ -62,14 +62,31 @@ impl ServerHandler for Server {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let out = self.tools.call(&request.name, args).await;
+        let mut out = out;
         let is_error = out.get("error").is_some();
-        let text = serde_json::to_string(&out).unwrap_or_else(|_| "{}".into());
-        let mut content = vec![ContentBlock::text(text)];
+        // A screenshot's base64 goes once, in the image block; the text and
+        // structuredContent keep the rest of the response without `data`.
+        let mut image = None;
         if request.name == "browser_screenshot" && !is_error {
-            if let (Some(data), Some(mime)) = (out["data"].as_str(), out["mime_type"].as_str()) {
-                content.push(ContentBlock::image(data, mime));
+            if let Some(obj) = out.as_object_mut() {
+                if let (Some(Value::String(data)), Some(mime)) = (
+                    obj.remove("data"),
+                    obj.get("mime_type")
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                ) {
+                    obj.insert("bytes_base64".into(), Value::from(data.len()));
+                    obj.insert(
+                        "note".into(),
+                        Value::from("the image is in this result's image content block"),
+                    );
+                    image = Some(ContentBlock::image(data, mime));
+                }
             }
         }
+        let text = serde_json::to_string(&out).unwrap_or_else(|_| "{}".into());
+        let mut content = vec![ContentBlock::text(text)];
+        content.extend(image);
         let mut result = if is_error {
             CallToolResult::error(content)
         } else {

@@ -422,6 +422,24 @@ async fn bad_input_at_every_tool_gives_a_typed_error_and_the_server_keeps_servin
     );
     let shot = call(&client, "browser_screenshot", json!({})).await;
     assert_eq!(shot["mime_type"], "image/png", "{shot}");
+    // The base64 is sent once, in the image block only.
+    assert!(shot.get("data").is_none(), "{shot}");
+    let raw = client
+        .call_tool(CallToolRequestParams::new("browser_screenshot".to_string()))
+        .await
+        .unwrap_or_else(|e| panic!("browser_screenshot: {e}"));
+    let dump = serde_json::to_value(&raw.content).unwrap_or_default();
+    let blocks = dump.as_array().cloned().unwrap_or_default();
+    assert_eq!(blocks.len(), 2, "{dump}");
+    assert_eq!(blocks[1]["type"], "image", "{dump}");
+    assert!(blocks[1]["data"].as_str().is_some_and(|d| d.len() > 100));
+    assert!(
+        !blocks[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"data\""),
+        "{dump}"
+    );
     let console = call(&client, "browser_console", json!({})).await;
     assert!(console["total"].is_u64(), "{console}");
     client

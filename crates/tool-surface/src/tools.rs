@@ -145,6 +145,18 @@ const TERMINATE_GRACE: Duration = Duration::from_millis(600);
 /// record a dialog the engine already saw open.
 const DIALOG_CATCH_UP: Duration = Duration::from_secs(1);
 
+/// A `javascript:` URL (scheme case-insensitive, leading whitespace and
+/// control characters ignored as browsers do): it runs script in the page.
+fn is_javascript_url(url: &str) -> bool {
+    let u: String = url
+        .trim_start_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .take(11)
+        .collect();
+    u.to_ascii_lowercase().starts_with("javascript:")
+}
+
 /// The tabs the tools know, and which one they act on.
 struct TabSet {
     /// Every supervised tab, the current one included.
@@ -366,9 +378,14 @@ impl Tools {
 
     /// `browser_navigate`: `Page.navigate` on the supervisor's page session,
     /// then the page's `Page.loadEventFired`, raced against a dialog opening.
+    /// `javascript:` URLs are refused (`invalid_argument`: they would run
+    /// script, which is `browser_evaluate`'s job and bypass `--no-evaluate`).
+    /// A dialog pending under `must_respond` is `dialog_pending`. On a load
+    /// timeout `Runtime.terminateExecution` is sent on the page session (a
+    /// hung `onload` would keep the renderer busy for every later call).
     ///
     /// # Errors
-    /// `invalid_argument`, `navigation_failed`, `timeout`, `browser_closed`.
+    /// `invalid_argument`, `dialog_pending`, `navigation_failed`, `timeout`, `browser_closed`.
     ///
     /// # Cancel safety
     /// Cancel safe; the navigation may still happen.
@@ -378,6 +395,13 @@ impl Tools {
     ) -> std::result::Result<NavigateResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         let url = req.url.trim();
+        if is_javascript_url(url) {
+            return Err(ToolError::invalid(
+                "url",
+                "browser_navigate does not run javascript: URLs",
+            )
+            .next("use browser_evaluate to run script in the page"));
+        }
         let spaced = url.contains(char::is_whitespace) && !url.starts_with("data:");
         if url.is_empty() || !url.contains(':') || spaced {
             return Err(
@@ -391,6 +415,18 @@ impl Tools {
         let conn = tab.sup.connection();
         if let Some(r) = conn.closed_reason() {
             return Err(ToolError::browser_closed(r));
+        }
+        // A pending dialog (must_respond) blocks the page: navigating would
+        // report that old dialog as if the new page had opened it.
+        if !tab.auto_policy() {
+            if let Some(d) = tab.first_pending() {
+                let id = d.id.clone();
+                let mut e = ToolError::dialog_pending(d, "browser_navigate");
+                e.next_step = Some(format!(
+                    "answer it with browser_dialog {{\"action\":\"accept\"|\"dismiss\", \"dialog_id\":\"{id}\"}}, then retry browser_navigate (or run with --dialog-policy auto_dismiss, or open a new tab with browser_tabs)"
+                ));
+                return Err(e);
+            }
         }
         // A crashed tab is recovered by navigating; any other inactive state
         // (tab closed, target destroyed) is final for this tab.
@@ -444,6 +480,31 @@ impl Tools {
             };
             match tab.race_dialog(bounded).await {
                 Raced::Dialog(d) => return Ok(opened(d)),
+                Raced::Done(Err(mut e)) if e.code == ErrorCode::Timeout => {
+                    // A page script that never returns (`onload` spinning)
+                    // keeps the renderer busy for every later call: stop it,
+                    // as a timed-out click does.
+                    let session = page.clone();
+                    let term = tokio::spawn(async move {
+                        session
+                            .call(
+                                "Runtime.terminateExecution",
+                                json!({}),
+                                Budget::new(TERMINATE_BUDGET),
+                            )
+                            .await
+                            .is_ok()
+                    });
+                    if matches!(
+                        tokio::time::timeout(TERMINATE_GRACE, term).await,
+                        Ok(Ok(true))
+                    ) {
+                        e.message.push_str(
+                            "; a page script still running was stopped (Runtime.terminateExecution), so the tab is usable",
+                        );
+                    }
+                    return Err(e);
+                }
                 Raced::Done(r) => r?,
             }
         }
@@ -938,7 +999,15 @@ impl Tools {
         }
         let tab = self.tab();
         if !tab.engine().config().evaluate_enabled
-            && (SCRIPT_METHODS.contains(&m) || m.starts_with("Debugger."))
+            && (SCRIPT_METHODS.contains(&m)
+                || m.starts_with("Debugger.")
+                || (matches!(m, "Page.navigate" | "Target.createTarget")
+                    && req
+                        .params
+                        .as_ref()
+                        .and_then(|p| p.get("url"))
+                        .and_then(Value::as_str)
+                        .is_some_and(is_javascript_url)))
         {
             return Err(evaluate_disabled(m));
         }
