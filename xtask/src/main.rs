@@ -33,7 +33,9 @@ fn main() -> Result<()> {
             let passed: Vec<&String> = rest.iter().filter(|a| *a != "--dev").collect();
             let profile: &[&str] = if dev { &[] } else { &["--release"] };
             // The MCP row drives the `tabwarden` binary of the same profile.
-            run(cargo().args(["build", "-q", "-p", "tabwarden"]).args(profile))?;
+            run(cargo()
+                .args(["build", "-q", "-p", "tabwarden"])
+                .args(profile))?;
             run(cargo()
                 .args(["run", "-q"])
                 .args(profile)
