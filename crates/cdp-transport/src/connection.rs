@@ -17,6 +17,11 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig, Message};
 use tracing::{debug, warn, Instrument};
 
+/// Close reason when [`Connection::close`] was called.
+const CLOSED_BY_CLIENT: &str = "closed by client";
+/// Close reason when the last handle was dropped.
+const ALL_HANDLES_DROPPED: &str = "all handles dropped";
+
 /// Default single-message size limit: 256 MiB.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
 
@@ -1063,7 +1068,13 @@ impl Core {
             Error::ConnectionClosed { reason } => reason.clone(),
             other => other.to_string(),
         };
-        warn!(endpoint = %self.endpoint, %reason, "cdp connection closed");
+        // Our own close (explicit, or the last handle dropped) is routine;
+        // anything else (peer gone, I/O error, size limit) is worth a warning.
+        if matches!(reason.as_str(), CLOSED_BY_CLIENT | ALL_HANDLES_DROPPED) {
+            debug!(endpoint = %self.endpoint, %reason, "cdp connection closed");
+        } else {
+            warn!(endpoint = %self.endpoint, %reason, "cdp connection closed");
+        }
         st.closed = Some(reason.clone());
         for (_, p) in st.pending.drain() {
             let _ = p.tx.send(Err(cause.duplicate()));
@@ -1333,7 +1344,7 @@ async fn socket_task<S>(
         tokio::select! {
             _ = shutdown.cancelled() => {
                 let _ = sink.send(Message::Close(None)).await;
-                break Error::ConnectionClosed { reason: "closed by client".into() };
+                break Error::ConnectionClosed { reason: CLOSED_BY_CLIENT.into() };
             }
             out = out_rx.recv() => match out {
                 Some(text) => {
@@ -1343,7 +1354,7 @@ async fn socket_task<S>(
                 }
                 None => {
                     let _ = sink.send(Message::Close(None)).await;
-                    break Error::ConnectionClosed { reason: "all handles dropped".into() };
+                    break Error::ConnectionClosed { reason: ALL_HANDLES_DROPPED.into() };
                 }
             },
             msg = stream.next() => match msg {
