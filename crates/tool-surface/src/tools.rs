@@ -311,51 +311,28 @@ impl Tools {
     /// run a command that was already sent.
     pub async fn call(&self, name: &str, args: Value) -> Value {
         let start = Instant::now();
+        // Each arm: decode the typed request (bad input → `invalid_argument`),
+        // run the tool, and turn its result into the agent's JSON.
+        macro_rules! run {
+            (|$r:ident| $call:expr) => {
+                match parse_args(name, args) {
+                    Ok($r) => to_json($call),
+                    Err(e) => e.to_json(),
+                }
+            };
+        }
         let out = match name {
-            "browser_navigate" => match parse_args(name, args) {
-                Ok(r) => to_json(self.navigate(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_snapshot" => match parse_args(name, args) {
-                Ok(r) => to_json(self.snapshot(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_click" => match parse_args(name, args) {
-                Ok(r) => to_json(self.click(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_type" => match parse_args(name, args) {
-                Ok(r) => to_json(self.type_text(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_press_key" => match parse_args(name, args) {
-                Ok(r) => to_json(self.press_key(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_evaluate" => match parse_args(name, args) {
-                Ok(r) => to_json(self.evaluate(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_dialog" => match parse_args(name, args) {
-                Ok(r) => to_json(self.dialog(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_cdp" => match parse_args(name, args) {
-                Ok(r) => to_json(self.cdp(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_screenshot" => match parse_args(name, args) {
-                Ok(r) => to_json(self.screenshot(r).await),
-                Err(e) => e.to_json(),
-            },
-            "browser_console" => match parse_args(name, args) {
-                Ok(r) => to_json(Ok(self.console(r))),
-                Err(e) => e.to_json(),
-            },
-            "browser_tabs" => match parse_args(name, args) {
-                Ok(r) => to_json(self.tabs(r).await),
-                Err(e) => e.to_json(),
-            },
+            "browser_navigate" => run!(|r| self.navigate(r).await),
+            "browser_snapshot" => run!(|r| self.snapshot(r).await),
+            "browser_click" => run!(|r| self.click(r).await),
+            "browser_type" => run!(|r| self.type_text(r).await),
+            "browser_press_key" => run!(|r| self.press_key(r).await),
+            "browser_evaluate" => run!(|r| self.evaluate(r).await),
+            "browser_dialog" => run!(|r| self.dialog(r).await),
+            "browser_cdp" => run!(|r| self.cdp(r).await),
+            "browser_screenshot" => run!(|r| self.screenshot(r).await),
+            "browser_console" => run!(|r| Ok(self.console(r))),
+            "browser_tabs" => run!(|r| self.tabs(r).await),
             other => ToolError::new(ErrorCode::UnknownTool, format!("no tool named {other:?}"))
                 .next(format!("use one of: {}", catalog::TOOL_NAMES.join(", ")))
                 .to_json(),
