@@ -400,10 +400,17 @@ pub fn shared_chrome() -> std::result::Result<String, String> {
         let spawned = std::thread::Builder::new()
             .name("tabwarden-shared-chrome".into())
             .spawn(move || {
+                sweep_shared_profiles(&std::env::temp_dir());
                 let mut o = LaunchOptions::default().offline(true);
                 o.kill_with_launching_thread = true;
                 match LaunchedChrome::launch_blocking(o) {
                     Ok(c) => {
+                        // The process exits without dropping `c`: mark the
+                        // profile so the next program's sweep removes it.
+                        let _ = std::fs::write(
+                            c.profile_dir().join(SHARED_OWNER_FILE),
+                            std::process::id().to_string(),
+                        );
                         let _ = tx.send(Ok(Shared {
                             ws_url: c.ws_url().to_string(),
                             pid: c.pid(),
@@ -429,6 +436,45 @@ pub fn shared_chrome() -> std::result::Result<String, String> {
         Ok(s) => Ok(s.ws_url.clone()),
         Err(e) => Err(e.clone()),
     }
+}
+
+/// File in a [`shared_chrome`] profile naming the pid of the program that owns it.
+pub const SHARED_OWNER_FILE: &str = "tabwarden-shared-owner";
+
+/// Removes the `tabwarden-profile-*` directories under `dir` left by
+/// [`shared_chrome`] in programs that have exited: a test binary ends with
+/// `exit`, so its shared Chromium dies (`PR_SET_PDEATHSIG`) but no destructor
+/// removes the profile. Only directories holding [`SHARED_OWNER_FILE`] whose
+/// pid has no `/proc` entry (or holds a pid that is not a number) are removed;
+/// profiles of running programs and of [`LaunchedChrome`]s (which remove their
+/// own) are left alone. Returns how many were removed. Never fails: a
+/// directory that cannot be read or removed is skipped.
+pub fn sweep_shared_profiles(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("tabwarden-profile-") {
+            continue;
+        }
+        let path = e.path();
+        let Ok(owner) = std::fs::read_to_string(path.join(SHARED_OWNER_FILE)) else {
+            continue;
+        };
+        let alive = owner
+            .trim()
+            .parse::<u32>()
+            .is_ok_and(|pid| Path::new("/proc").join(pid.to_string()).exists());
+        if !alive && std::fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::debug!(removed, dir = %dir.display(), "removed profiles of exited shared chromiums");
+    }
+    removed
 }
 
 /// The process id of the [`shared_chrome`] instance, once started.

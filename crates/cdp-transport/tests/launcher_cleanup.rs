@@ -113,3 +113,48 @@ async fn drop_kills_the_process_group_and_removes_the_profile() {
         launch_use_and_drop(round).await;
     }
 }
+
+/// `shared_chrome` profiles outlive their test binary (it exits without
+/// destructors); the next program's sweep removes the ones whose owner is
+/// gone, and nothing else.
+#[test]
+fn sweep_removes_only_profiles_of_exited_owners() {
+    use cdp_transport::launcher::{sweep_shared_profiles, SHARED_OWNER_FILE};
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A pid that has exited: a child we started and reaped.
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    let dead = child.id();
+    child.wait().expect("wait");
+    let mk = |name: &str, owner: Option<String>| {
+        let p = dir.path().join(name);
+        std::fs::create_dir_all(p.join("Default")).expect("mkdir");
+        if let Some(o) = owner {
+            std::fs::write(p.join(SHARED_OWNER_FILE), o).expect("write owner");
+        }
+        p
+    };
+    let gone = mk("tabwarden-profile-gone", Some(dead.to_string()));
+    let garbage = mk("tabwarden-profile-garbage", Some("not a pid".into()));
+    let mine = mk(
+        "tabwarden-profile-mine",
+        Some(std::process::id().to_string()),
+    );
+    let unmarked = mk("tabwarden-profile-unmarked", None);
+    let other = mk("someone-else", Some(dead.to_string()));
+
+    assert_eq!(sweep_shared_profiles(dir.path()), 2);
+    assert!(!gone.exists() && !garbage.exists());
+    assert!(mine.exists(), "a live owner's profile stays");
+    assert!(
+        unmarked.exists(),
+        "a LaunchedChrome profile (no owner file) stays"
+    );
+    assert!(
+        other.exists(),
+        "only tabwarden-profile-* dirs are considered"
+    );
+    assert_eq!(sweep_shared_profiles(dir.path()), 0);
+    assert_eq!(sweep_shared_profiles(&dir.path().join("missing")), 0);
+}
