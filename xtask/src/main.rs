@@ -1,5 +1,8 @@
 //! `cargo xtask`: project tasks (setup, test, demo, bench, e2e, fuzz).
 //!
+//! `e2e --backend browserbase` runs [`xtask::browserbase::run`] (the library
+//! part of this crate, so that a test can run it against a fake API).
+//!
 //! Every task prints what it runs. `setup` installs Chromium when missing
 //! (Debian's `chromium` package through apt-get, as root), so that a fresh
 //! Debian machine runs `cargo xtask test` and `cargo xtask demo` with nothing
@@ -7,12 +10,27 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
+    match run_task() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the task named by the first argument; `Ok` carries the exit code
+/// (`e2e` uses 2 for a usage error and 1 for a failed scenario).
+fn run_task() -> Result<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let task = args.first().map(String::as_str).unwrap_or("help");
     let rest = &args[args.len().min(1)..];
+    if task == "e2e" {
+        return e2e(rest);
+    }
     match task {
         "setup" => setup(),
         "test" => {
@@ -42,7 +60,6 @@ fn main() -> Result<()> {
                 .args(["-p", "tabwarden-bench", "--"])
                 .args(passed))
         }
-        "e2e" => e2e(rest),
         "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             println!("{HELP}");
@@ -50,6 +67,7 @@ fn main() -> Result<()> {
         }
         other => bail!("unknown task {other:?}\n{HELP}"),
     }
+    .map(|()| ExitCode::SUCCESS)
 }
 
 const HELP: &str = "cargo xtask <task>
@@ -58,11 +76,20 @@ const HELP: &str = "cargo xtask <task>
   demo                  setup, then run `tabwarden demo` on the built-in fixture site
   bench [--quick] [--dev]
                         setup, then the benchmark table (release build; --dev: debug build)
+  e2e [--backend local]  setup, then `test`
   e2e --backend browserbase
-                        the bridge suite against a real Browserbase session; needs
-                        BROWSERBASE_API_KEY and outside network (neither exists on CI
-                        here, and the scripted run is not written yet: it says so and
-                        exits 1; the loopback dismissing proxy stands in for it in `test`)
+                        the dialog-bridge scenarios against real Browserbase sessions:
+                        creates a session per bridge mode (POST /v1/sessions), connects
+                        the tools to its connectUrl, runs on data: pages: bridge off, a
+                        prompt closed by the provider (page gets null, recorded remote);
+                        bridge on, alert/prompt/confirm/confirm answered 4/4 by the agent
+                        in the main frame, in a data: iframe and in an about:blank popup;
+                        releases each session (REQUEST_RELEASE) and prints a table.
+                        Env: BROWSERBASE_API_KEY (required), BROWSERBASE_PROJECT_ID,
+                        BROWSERBASE_API_URL (default https://api.browserbase.com); needs
+                        outside network. Exit 0 all passed, 1 a failure, 2 no API key.
+                        Tested offline against a loopback fake API
+                        (xtask/tests/browserbase_fake.rs)
   fuzz --minutes N [--target NAME]
                         build the cargo-fuzz targets in fuzz/ and run each (or NAME) for
                         N minutes, nice'd, one at a time; not part of `test`. Needs
@@ -150,7 +177,11 @@ fn test(rest: &[String]) -> Result<()> {
         .env("RUST_BACKTRACE", "1"))
 }
 
-fn e2e(rest: &[String]) -> Result<()> {
+/// `e2e [--backend local|browserbase]`. For `browserbase` see
+/// [`xtask::browserbase`]: exit 2 when `BROWSERBASE_API_KEY` is missing
+/// (with what is needed), 1 when any scenario failed or a session was not
+/// released, 0 when all passed.
+fn e2e(rest: &[String]) -> Result<ExitCode> {
     let backend = rest
         .iter()
         .position(|a| a == "--backend")
@@ -158,16 +189,40 @@ fn e2e(rest: &[String]) -> Result<()> {
         .map(String::as_str);
     match backend {
         Some("browserbase") => {
-            if std::env::var_os("BROWSERBASE_API_KEY").is_none() {
-                bail!("BROWSERBASE_API_KEY is not set. This run needs a Browserbase account and outside network, which CI here has neither of; the loopback dismissing proxy in the test suite stands in for it (cargo xtask test)");
-            }
-            bail!("a scripted Browserbase run is not written yet: its pages would have to be reachable from the hosted browser (data: URLs or public sites), which nothing here can test. Try the bridge by hand: tabwarden mcp --cdp-url 'wss://connect.browserbase.com?apiKey=…' --bridge auto (README, 'A hosted browser')")
+            let Some(opts) = xtask::browserbase::Options::from_env() else {
+                eprintln!(
+                    "xtask: BROWSERBASE_API_KEY is not set.\n{}",
+                    xtask::browserbase::USAGE
+                );
+                return Ok(ExitCode::from(2));
+            };
+            eprintln!(
+                "xtask: Browserbase e2e against {} (project {})",
+                opts.api_url,
+                opts.project_id.as_deref().unwrap_or("not set")
+            );
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let report = rt.block_on(xtask::browserbase::run(&opts));
+            rt.shutdown_timeout(std::time::Duration::from_secs(2));
+            print!("{}", report.table());
+            Ok(if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Some("local") | None => {
             setup()?;
-            test(&[])
+            test(&[])?;
+            Ok(ExitCode::SUCCESS)
         }
-        Some(other) => bail!("unknown backend {other:?}: use local or browserbase"),
+        Some(other) => {
+            eprintln!("xtask: unknown backend {other:?}: use local or browserbase\n{HELP}");
+            Ok(ExitCode::from(2))
+        }
     }
 }
 

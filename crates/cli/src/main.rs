@@ -13,6 +13,12 @@
 //! its profile removed) before exiting. Arguments (`--timeout-ms` range, the
 //! target file, the screenshot's output directory) are checked before
 //! Chromium is launched (exit 2).
+//!
+//! Reaching `--cdp-url` (`/json/version` discovery plus the WebSocket
+//! handshake) is bounded by `--connect-timeout-ms`, else by the command's
+//! `--timeout-ms` when given, else 10 s; past it the command exits 3 with
+//! `connecting to … timed out after …`. Opening the tab afterwards has
+//! tool-surface's own 20 s bound.
 
 mod demo;
 mod mcp;
@@ -46,6 +52,34 @@ struct BrowserArgs {
     /// Launch Chromium with outside network blocked (for saved pages and tests).
     #[arg(long, env = "TABWARDEN_OFFLINE", global = true, hide = true)]
     offline: bool,
+    /// Bound in ms (1..=120000) on reaching `--cdp-url`: `/json/version`
+    /// discovery plus the WebSocket handshake. Default: `--timeout-ms` when
+    /// the command has one and it is given, else 10000.
+    #[arg(long, env = "TABWARDEN_CONNECT_TIMEOUT_MS", global = true,
+          value_parser = clap::value_parser!(u64).range(1..=120_000))]
+    connect_timeout_ms: Option<u64>,
+}
+
+/// Connect bound when neither `--connect-timeout-ms` nor `--timeout-ms` is given.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl BrowserArgs {
+    /// The bound on discovery + handshake: `--connect-timeout-ms`, else the
+    /// command's `--timeout-ms`, else [`DEFAULT_CONNECT_TIMEOUT`].
+    fn connect_timeout(&self, timeout_ms: Option<u64>) -> Duration {
+        self.connect_timeout_ms
+            .or(timeout_ms)
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// `config` with the connect bound of [`BrowserArgs::connect_timeout`].
+    fn tools_config(&self, mut config: ToolsConfig, timeout_ms: Option<u64>) -> ToolsConfig {
+        config.connect_options = config
+            .connect_options
+            .connect_timeout(self.connect_timeout(timeout_ms));
+        config
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -113,6 +147,11 @@ enum Command {
         /// Refuse browser_evaluate and script-running browser_cdp methods.
         #[arg(long)]
         no_evaluate: bool,
+        /// When the Chromium that tabwarden launched itself (no `--cdp-url`)
+        /// has died, the next tool call starts a new one, at most this many
+        /// times per server (0: never; the call then returns browser_closed).
+        #[arg(long, default_value_t = 3)]
+        max_relaunches: u32,
     },
 }
 
@@ -140,24 +179,29 @@ impl DialogPolicy {
 
 /// A browser to talk to: a launched local one (killed on drop) or a remote endpoint.
 struct Browser {
-    _chrome: Option<LaunchedChrome>,
+    chrome: Option<LaunchedChrome>,
     endpoint: String,
+}
+
+/// How a local Chromium is launched for these arguments.
+fn launch_options(args: &BrowserArgs) -> LaunchOptions {
+    LaunchOptions::default().offline(args.offline)
 }
 
 async fn browser(args: &BrowserArgs) -> anyhow::Result<Browser> {
     if let Some(url) = &args.cdp_url {
         return Ok(Browser {
-            _chrome: None,
+            chrome: None,
             endpoint: url.clone(),
         });
     }
-    let chrome = LaunchedChrome::launch(LaunchOptions::default().offline(args.offline))
+    let chrome = LaunchedChrome::launch(launch_options(args))
         .await
         .context("launching Chromium")?;
     tracing::info!(port = chrome.port(), "launched headless Chromium");
     let endpoint = chrome.ws_url().to_string();
     Ok(Browser {
-        _chrome: Some(chrome),
+        chrome: Some(chrome),
         endpoint,
     })
 }
@@ -298,7 +342,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Demo { browser: b, jsonl } => {
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
-            let tools = connect(&br, ToolsConfig::default()).await?;
+            let tools = connect(&br, b.tools_config(ToolsConfig::default(), None)).await?;
             let port = site::serve().await?;
             if demo::play(&tools, port, jsonl).await {
                 Ok(())
@@ -312,7 +356,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             browser: b,
         } => {
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
-            let tools = connect(&br, ToolsConfig::default()).await?;
+            let tools = connect(&br, b.tools_config(ToolsConfig::default(), timeout_ms)).await?;
             open(&tools, &target, timeout_ms).await?;
             let mut args = json!({});
             if let Some(t) = timeout_ms {
@@ -333,7 +377,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             browser: b,
         } => {
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
-            let tools = connect(&br, ToolsConfig::default()).await?;
+            let tools = connect(&br, b.tools_config(ToolsConfig::default(), timeout_ms)).await?;
             let nav = open(&tools, &target, timeout_ms).await?;
             if nav["status"] == "dialog_opened" {
                 print(
@@ -362,7 +406,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             browser: b,
         } => {
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
-            let tools = connect(&br, ToolsConfig::default()).await?;
+            let tools = connect(&br, b.tools_config(ToolsConfig::default(), None)).await?;
             open(&tools, &target, None).await?;
             let out = tools
                 .call("browser_screenshot", json!({"full_page": full_page}))
@@ -388,17 +432,26 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             dialog_timeout_s,
             bridge,
             no_evaluate,
+            max_relaunches,
         } => {
-            let config = ToolsConfig::default()
-                .dialog_policy(dialog_policy.as_str())
-                .dialog_timeout(Duration::from_secs(dialog_timeout_s))
-                .bridge(bridge)
-                .evaluate_enabled(!no_evaluate);
+            let config = b.tools_config(
+                ToolsConfig::default()
+                    .dialog_policy(dialog_policy.as_str())
+                    .dialog_timeout(Duration::from_secs(dialog_timeout_s))
+                    .bridge(bridge)
+                    .evaluate_enabled(!no_evaluate),
+                None,
+            );
             let br = browser(&b).await.map_err(Failure::NoBrowser)?;
-            let tools = Tools::connect(&br.endpoint, config)
+            let tools = Tools::connect(&br.endpoint, config.clone())
                 .await
                 .map_err(|e| Failure::NoBrowser(e.into()))?;
-            mcp::serve(tools).await?;
+            let owned = br.chrome.map(|chrome| mcp::OwnedChrome {
+                chrome,
+                options: launch_options(&b),
+                max_relaunches,
+            });
+            mcp::serve(tools, config, owned).await?;
             Ok(())
         }
     }

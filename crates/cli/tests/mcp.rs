@@ -478,3 +478,280 @@ async fn no_evaluate_refuses_script() {
         .await
         .unwrap_or_else(|e| panic!("close: {e}"));
 }
+
+// ------------------------------------------------------- JSON-RPC errors
+
+/// `tabwarden mcp` on raw stdio: lines in, lines out.
+struct RawMcp {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawMcp {
+    async fn start() -> RawMcp {
+        let ws =
+            cdp_transport::launcher::shared_chrome().unwrap_or_else(|e| panic!("no Chromium: {e}"));
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tabwarden"))
+            .args(["mcp", "--cdp-url", &ws])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn tabwarden mcp: {e}"));
+        let stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        use tokio::io::AsyncBufReadExt;
+        RawMcp {
+            child,
+            stdin,
+            stdout: tokio::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("write {line}: {e}"));
+        self.stdin.flush().await.unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The next line the server writes, as JSON (bounded wait).
+    async fn recv(&mut self) -> Value {
+        let line =
+            tokio::time::timeout(std::time::Duration::from_secs(20), self.stdout.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no reply within 20 s"))
+                .unwrap_or_else(|e| panic!("read stdout: {e}"))
+                .unwrap_or_else(|| panic!("stdout closed"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line}"))
+    }
+
+    /// The next reply, which must answer `id`.
+    async fn recv_id(&mut self, id: Value) -> Value {
+        let v = self.recv().await;
+        assert_eq!(
+            v.get("id"),
+            Some(&id),
+            "expected the reply to id {id}, got {v}"
+        );
+        v
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_that_is_not_json_gets_32700_and_bad_tools_call_params_get_32602() {
+    let mut mcp = RawMcp::start().await;
+    mcp.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    let init = mcp.recv_id(json!(1)).await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "tabwarden", "{init}");
+    mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+
+    // Not JSON: -32700 with id null (JSON-RPC 2.0 §5.1), one reply per line.
+    for garbage in ["this is not json", "{\"jsonrpc\":\"2.0\",\"id\":", "[1,2"] {
+        mcp.send(garbage).await;
+        let e = mcp.recv().await;
+        assert_eq!(e["jsonrpc"], "2.0", "{e}");
+        assert_eq!(e["id"], Value::Null, "{e}");
+        assert_eq!(e["error"]["code"], -32700, "{garbage}: {e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Parse error")),
+            "{e}"
+        );
+    }
+    // An empty line is no message and gets no reply: the next reply is ping's.
+    mcp.send("").await;
+    mcp.send(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#)
+        .await;
+    let pong = mcp.recv_id(json!("p")).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+
+    // tools/call whose params do not decode: -32602 naming the problem.
+    let cases = [
+        (r#"{"name":5}"#, "expected a string"),
+        (r#"{}"#, "missing field `name`"),
+        (
+            r#"{"name":"browser_console","arguments":"x"}"#,
+            "expected a map",
+        ),
+    ];
+    for (i, (params, why)) in cases.iter().enumerate() {
+        let id = 10 + i as u64;
+        mcp.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#
+        ))
+        .await;
+        let e = mcp.recv_id(json!(id)).await;
+        assert_eq!(e["error"]["code"], -32602, "{params}: {e}");
+        let m = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("tools/call") && m.contains(why), "{params}: {e}");
+    }
+    mcp.send(r#"{"jsonrpc":"2.0","id":20,"method":"tools/call"}"#)
+        .await;
+    let e = mcp.recv_id(json!(20)).await;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    // An unknown method is still -32601; JSON of the wrong shape is -32600 (rmcp's own).
+    mcp.send(r#"{"jsonrpc":"2.0","id":21,"method":"nope/nope","params":{}}"#)
+        .await;
+    let e = mcp.recv_id(json!(21)).await;
+    assert_eq!(e["error"]["code"], -32601, "{e}");
+    mcp.send(r#"{"foo":1}"#).await;
+    let e = mcp.recv().await;
+    assert_eq!(e["error"]["code"], -32600, "{e}");
+
+    // Still serving.
+    mcp.send(r#"{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"browser_evaluate","arguments":{"expression":"6 * 7"}}}"#).await;
+    let ok = mcp.recv_id(json!(30)).await;
+    assert_eq!(ok["result"]["structuredContent"]["value"], 42, "{ok}");
+
+    // stdin EOF ends the server.
+    drop(mcp.stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), mcp.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("tabwarden mcp did not exit on stdin EOF"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{status}");
+}
+
+// ------------------------------------------------------- relaunch
+
+/// Pid of the main Chromium process (its process group id) whose parent is
+/// `parent`, with its `--user-data-dir`.
+fn chromium_child_of(parent: u32) -> Option<(u32, String)> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or_default();
+        let ppid: u32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if ppid != parent || state == "Z" {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if let Some(profile) = cmd
+            .split_whitespace()
+            .find_map(|a| a.strip_prefix("--user-data-dir="))
+        {
+            return Some((pid, profile.to_string()));
+        }
+    }
+    None
+}
+
+/// SIGKILLs Chromium's whole process group and waits until its main
+/// process has exited (a zombie until tabwarden reaps it).
+async fn kill_chromium_group(pid: u32) {
+    let st = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .status()
+        .unwrap_or_else(|e| panic!("kill: {e}"));
+    assert!(st.success(), "kill -KILL -{pid}: {st}");
+    let t0 = std::time::Instant::now();
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rfind(')')
+                    .and_then(|i| s[i + 1..].split_whitespace().next().map(String::from))
+            });
+        if state.as_deref().is_none_or(|s| s == "Z") {
+            return;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "Chromium {pid} still runs after SIGKILL"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chromium_it_launched_is_relaunched_on_the_next_call_after_it_died() {
+    let fx = cdp_mock::FixtureServer::start().await;
+    fx.page("/r.html", "<!doctype html><title>R</title><p>relaunch</p>");
+    let cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tabwarden")).configure(|c| {
+        c.args(["mcp", "--offline", "--max-relaunches", "1"]);
+        c.env_remove("TABWARDEN_CDP_URL");
+    });
+    let transport =
+        TokioChildProcess::new(cmd).unwrap_or_else(|e| panic!("spawn tabwarden mcp: {e}"));
+    let server_pid = transport.id().unwrap_or_else(|| panic!("no pid"));
+    let client = ().serve(transport).await.unwrap_or_else(|e| panic!("MCP initialize: {e}"));
+    let url = fx.url("127.0.0.1", "/r.html");
+
+    let nav = call(&client, "browser_navigate", json!({"url": url})).await;
+    assert_eq!(nav["status"], "loaded", "{nav}");
+    assert!(nav.get("browser_relaunched").is_none(), "{nav}");
+    let (first, first_profile) =
+        chromium_child_of(server_pid).unwrap_or_else(|| panic!("no Chromium under {server_pid}"));
+
+    kill_chromium_group(first).await;
+    let t0 = std::time::Instant::now();
+    let nav = call(&client, "browser_navigate", json!({"url": url})).await;
+    let took = t0.elapsed();
+    println!(
+        "navigate after SIGKILL of Chromium (relaunch included): {took:?}; {}",
+        nav["browser_relaunched"]
+    );
+    assert_eq!(nav["status"], "loaded", "{nav}");
+    assert_eq!(nav["browser_relaunched"]["relaunch"], 1, "{nav}");
+    assert_eq!(nav["browser_relaunched"]["max_relaunches"], 1, "{nav}");
+    assert!(nav["browser_relaunched"]["elapsed_ms"].is_u64(), "{nav}");
+    let e = call(
+        &client,
+        "browser_evaluate",
+        json!({"expression": "document.title + 6 * 7"}),
+    )
+    .await;
+    assert_eq!(e["value"], "R42", "{e}");
+    assert!(
+        e.get("browser_relaunched").is_none(),
+        "only the relaunching call says so: {e}"
+    );
+    let (second, _) = chromium_child_of(server_pid)
+        .unwrap_or_else(|| panic!("no new Chromium under {server_pid}"));
+    assert_ne!(first, second);
+    // The dead Chromium's profile is removed.
+    let t1 = std::time::Instant::now();
+    while std::path::Path::new(&first_profile).exists() {
+        assert!(
+            t1.elapsed() < std::time::Duration::from_secs(10),
+            "{first_profile} left behind"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // The one relaunch allowed is spent: the next death is browser_closed, saying so.
+    kill_chromium_group(second).await;
+    let e = call(&client, "browser_evaluate", json!({"expression": "1"})).await;
+    assert_eq!(e["error"]["code"], "browser_closed", "{e}");
+    assert!(
+        e["error"]["next_step"]
+            .as_str()
+            .is_some_and(|s| s.contains("--max-relaunches") && s.contains("restart")),
+        "{e}"
+    );
+    assert!(
+        chromium_child_of(server_pid).is_none(),
+        "no relaunch past the limit"
+    );
+    client
+        .cancel()
+        .await
+        .unwrap_or_else(|e| panic!("close: {e}"));
+}
