@@ -8,6 +8,12 @@
 // native function is called, so the dialog still reaches the supervisor
 // natively. beforeunload is not touched.
 //
+// A function borrowed from a frame that is then removed runs in a detached
+// realm, where the XHR fails and the native function shows nothing for its
+// own window (field case C28). Like the native function, which acts on
+// `this` when `this` is a window, such a call is handed to `this`'s own
+// function when `this` is another window that is still attached.
+//
 // The placeholders in the last line are filled in by Bridge::script().
 (function (token, host, maxChars, marker) {
   'use strict';
@@ -25,6 +31,7 @@
   var slice = uncurry(String.prototype.slice);
   var charCodeAt = uncurry(String.prototype.charCodeAt);
   var toWellFormed = String.prototype.toWellFormed ? uncurry(String.prototype.toWellFormed) : null;
+  var getPrototypeOf = Object.getPrototypeOf;
   var base = 'https://' + host + '/' + token + '/dialog?';
 
   // IDL DOMString conversion, as the native functions do it (a Symbol throws).
@@ -43,6 +50,15 @@
     return toWellFormed ? toWellFormed(s) : s;
   }
 
+  // The getter of accessor `name` on `obj` or its prototypes, uncurried; null if none.
+  function getterOf(obj, name) {
+    for (var o = obj; o !== null; o = getPrototypeOf(o)) {
+      var d = getOwnPropertyDescriptor(o, name);
+      if (d) return d.get ? uncurry(d.get) : null;
+    }
+    return null;
+  }
+
   function install(win) {
     try {
       if (hasOwn(win, marker)) return;
@@ -59,6 +75,53 @@
     var xhrSend = uncurry(proto.send);
     var xhrStatus = uncurry(getOwnPropertyDescriptor(proto, 'status').get);
     var xhrText = uncurry(getOwnPropertyDescriptor(proto, 'responseText').get);
+    var closedOf = getterOf(win, 'closed');
+    var forwarding = false;
+
+    // True when this window has no browsing context any more (its frame was
+    // removed): `closed` is true there in Chromium 156, and the XHR throws
+    // "Document is already detached".
+    function detached() {
+      try {
+        return (closedOf ? closedOf(win) : win.closed) === true;
+      } catch (e) {
+        return false;
+      }
+    }
+
+    // The window to hand a call to when this realm is detached: `self` (the
+    // call's `this`) when it is another window, same-origin and attached.
+    // Otherwise null, and the call goes the usual way (bridge, then native).
+    function liveReceiver(self) {
+      if (self === undefined || self === null || self === win || !detached()) return null;
+      try {
+        return self.window === self && self.closed === false ? self : null;
+      } catch (e) {
+        return null; // not a window, or a hostile object
+      }
+    }
+
+    // Calls `target`'s own `name` (the bridge installed there, else its native
+    // function) with `args`. When it has none, it is this very function, or
+    // this is a re-entry (a page wrapper that calls us back), the native
+    // function of this realm acts on `target` instead, which Chromium shows
+    // on `target`. Exceptions of the called function propagate, as natively.
+    function forward(target, name, own, nativeFn, args) {
+      if (forwarding) return apply(nativeFn, target, args);
+      var fn = null;
+      try {
+        fn = target[name];
+      } catch (e) {
+        fn = null; // a cross-origin window: the native call below throws as natively
+      }
+      if (typeof fn !== 'function' || fn === own) return apply(nativeFn, target, args);
+      forwarding = true;
+      try {
+        return apply(fn, target, args);
+      } finally {
+        forwarding = false;
+      }
+    }
 
     // One round trip to the supervisor. Throws on any failure.
     function ask(kind, message, defaultPrompt) {
@@ -80,6 +143,8 @@
     var bridged = {
       alert() {
         var message = arguments.length === 0 ? '' : domString(arguments[0]);
+        var target = liveReceiver(this);
+        if (target !== null) return forward(target, 'alert', bridged.alert, nativeAlert, [message]);
         try {
           ask('alert', message, null);
           return undefined;
@@ -89,6 +154,8 @@
       },
       confirm() {
         var message = arguments[0] === undefined ? '' : domString(arguments[0]);
+        var target = liveReceiver(this);
+        if (target !== null) return forward(target, 'confirm', bridged.confirm, nativeConfirm, [message]);
         try {
           return ask('confirm', message, null).accept === true;
         } catch (e) {
@@ -98,6 +165,10 @@
       prompt() {
         var message = arguments[0] === undefined ? '' : domString(arguments[0]);
         var defaultPrompt = arguments[1] === undefined ? '' : domString(arguments[1]);
+        var target = liveReceiver(this);
+        if (target !== null) {
+          return forward(target, 'prompt', bridged.prompt, nativePrompt, [message, defaultPrompt]);
+        }
         var answer;
         try {
           answer = ask('prompt', message, defaultPrompt);

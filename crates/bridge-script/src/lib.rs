@@ -77,6 +77,27 @@
 //! detached frame) makes the script call the original native function, so the
 //! dialog reaches the supervisor as `Page.javascriptDialogOpening`.
 //!
+//! ## Detached realms (field case C28)
+//!
+//! A page can take `alert` from a fresh iframe (the bridge installed there
+//! too), remove the iframe and call `a.call(window, msg)`. The function then
+//! runs in a detached realm: its XHR throws (`Document is already detached`)
+//! and the native function of that realm shows nothing for its own window.
+//! Chromium's native function acts on `this` when `this` is a window, so a
+//! borrowed *native* `alert.call(window, msg)` does show on `window`
+//! (Chromium 156). The script matches that: when its own window is detached
+//! (`window.closed` is `true`, read with the getter captured at install) and
+//! `this` is another window that is attached (`this.window === this`,
+//! `this.closed === false`), the call is handed to that window's own
+//! `alert`/`confirm`/`prompt` (its bridge when installed there, the dialog is
+//! then a bridge request of *that* window's frame) and its result returned.
+//! When that window's function is the caller itself, or on re-entry (a page
+//! wrapper calling the borrowed function again), the native function acts on
+//! that window instead (a native dialog there). With `this` undefined, the
+//! detached window itself or no window, nothing changes: XHR fails, the
+//! native function runs and shows nothing, as without the bridge. An
+//! attached realm never forwards. Pinned by `tests/e2e_detached_realm.rs`.
+//!
 //! ## Known gaps
 //!
 //! * The token keeps other pages and frames that were not given the bridge
@@ -87,8 +108,9 @@
 //! * `Runtime.evaluate` into a loaded document installs into that window and
 //!   its existing same-origin child frames; cross-origin same-process frames
 //!   need an evaluate in their own execution context.
-//! * A function borrowed from a frame that is then removed runs in a detached
-//!   realm: its XHR fails and the native fallback does nothing (field case C28).
+//! * A function borrowed from a removed frame and called without a window as
+//!   `this` (`a(msg)`) shows nothing, as the native one does (see "Detached
+//!   realms"); only a call on an attached window is forwarded.
 //!
 //! ## Example
 //!

@@ -4,6 +4,12 @@
 //! from these types, so the schema and the parser cannot disagree. Requests
 //! reject unknown fields (a typo such as `timeoutMs` is an `invalid_argument`
 //! naming it, not silently ignored).
+//!
+//! Integer arguments (`timeout_ms`, `limit`) follow JSON Schema's `integer`:
+//! a number with a zero fractional part is an integer, so `5000.0` and `5e3`
+//! are read as `5000`. `5000.5`, a negative number, a number past the field's
+//! range and any string (`"NaN"`, `"5000"`) are `invalid_argument` naming the
+//! field (see [`integral`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -112,7 +118,7 @@ pub struct NavigateRequest {
     /// Absolute URL (`http:`, `https:`, `file:`, `data:`, `about:`).
     pub url: String,
     /// Budget for the whole call in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -141,7 +147,7 @@ pub struct NavigateResponse {
 #[serde(deny_unknown_fields)]
 pub struct SnapshotRequest {
     /// Budget for the whole call in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -184,7 +190,7 @@ pub struct ClickRequest {
     #[serde(rename = "ref")]
     pub target: String,
     /// Budget for the whole call in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -202,7 +208,7 @@ pub struct TypeRequest {
     #[serde(default)]
     pub submit: bool,
     /// Budget for the whole call in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -217,7 +223,7 @@ pub struct PressKeyRequest {
     #[serde(default, rename = "ref")]
     pub target: Option<String>,
     /// Budget for the whole call in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -253,7 +259,7 @@ pub struct EvaluateRequest {
     pub frame_id: Option<String>,
     /// Budget in ms, 1..=120000, default 20000. On expiry the script is
     /// terminated and the tab stays usable.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -326,7 +332,7 @@ pub struct CdpRequest {
     #[serde(default)]
     pub frame_id: Option<String>,
     /// Budget in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -362,7 +368,7 @@ pub struct ScreenshotRequest {
     #[serde(default)]
     pub full_page: bool,
     /// Budget in ms, 1..=120000, default 20000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
     pub timeout_ms: Option<u64>,
 }
@@ -385,7 +391,7 @@ pub struct ScreenshotResponse {
 #[serde(deny_unknown_fields)]
 pub struct ConsoleRequest {
     /// Return at most this many, newest last. Default 20.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::opt_usize")]
     pub limit: Option<usize>,
 }
 
@@ -450,4 +456,205 @@ pub struct TabView {
 pub struct TabsResponse {
     /// Every page tab of the browser.
     pub tabs: Vec<TabView>,
+}
+
+// ---------------------------------------------------------------- integer arguments
+
+/// Serde `deserialize_with` helpers for the optional unsigned integer
+/// arguments, used on every integer field of the requests.
+///
+/// JSON Schema (draft 2020-12, the dialect of the published input schemas)
+/// counts a number with a zero fractional part as an `integer`, and agent
+/// runtimes that hold numbers as doubles send `5000.0`; serde's own `u64`
+/// refuses any float. These accept:
+///
+/// * `null` (or the field left out, through `#[serde(default)]`) → `None`;
+/// * a JSON integer in `0..=T::MAX`;
+/// * a finite float with no fractional part in that range (`5000.0`, `5e3`,
+///   `-0.0` → `0`).
+///
+/// Everything else is a serde error that `parse_args` turns into
+/// `invalid_argument` naming the field: a fraction (`5000.5`), a negative
+/// number, a value past `T::MAX` (`1e20`), a string (`"NaN"`, `"5000"`), a
+/// boolean, an array or an object. Range checks of the tool itself (for
+/// `timeout_ms`, 1..=120000) come after, on the integer.
+pub mod integral {
+    use serde::de::{self, Deserializer, Unexpected, Visitor};
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    /// `Option<u64>` from a JSON integer or integral float (see the module doc).
+    ///
+    /// # Errors
+    /// The deserializer's error for anything that is not `null` or a
+    /// non-negative integral number up to `u64::MAX`.
+    pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_option(OptUint::<u64>(PhantomData))
+    }
+
+    /// `Option<usize>` from a JSON integer or integral float (see the module doc).
+    ///
+    /// # Errors
+    /// The deserializer's error for anything that is not `null` or a
+    /// non-negative integral number up to `usize::MAX`.
+    pub fn opt_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_option(OptUint::<usize>(PhantomData))
+    }
+
+    struct OptUint<T>(PhantomData<T>);
+    struct Uint<T>(PhantomData<T>);
+
+    const EXPECTED: &str = "a non-negative integer (a number with no fractional part)";
+
+    impl<'de, T: TryFrom<u64>> Visitor<'de> for OptUint<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(EXPECTED)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Uint::<T>(PhantomData)).map(Some)
+        }
+    }
+
+    impl<'de, T: TryFrom<u64>> Visitor<'de> for Uint<T> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(EXPECTED)
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+            T::try_from(v)
+                .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &"an integer in range"))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::invalid_value(Unexpected::Signed(v), &self)),
+            }
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+            // 2^64 is the first float past u64::MAX (u64::MAX itself rounds up to it).
+            const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+            if !(0.0..TWO_POW_64).contains(&v) || v.fract() != 0.0 {
+                return Err(E::invalid_value(Unexpected::Float(v), &self));
+            }
+            // Exact: an integral float in [0, 2^64) converts without rounding.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let u = v as u64;
+            self.visit_u64(u)
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::catalog::parse_args;
+    use serde_json::json;
+
+    fn timeout(v: Value) -> Result<Option<u64>, crate::ToolError> {
+        parse_args::<SnapshotRequest>("browser_snapshot", json!({ "timeout_ms": v }))
+            .map(|r| r.timeout_ms)
+    }
+
+    #[test]
+    fn integral_floats_are_integers() {
+        assert_eq!(timeout(json!(5000)).unwrap(), Some(5000));
+        assert_eq!(timeout(json!(5000.0)).unwrap(), Some(5000));
+        assert_eq!(
+            timeout(serde_json::from_str("11e3").unwrap()).unwrap(),
+            Some(11000)
+        );
+        assert_eq!(timeout(json!(-0.0)).unwrap(), Some(0));
+        assert_eq!(timeout(Value::Null).unwrap(), None);
+        // u64::MAX and the largest float below 2^64 still fit.
+        assert_eq!(timeout(json!(u64::MAX)).unwrap(), Some(u64::MAX));
+        assert_eq!(
+            timeout(json!(18_446_744_073_709_549_568.0_f64)).unwrap(),
+            Some(18_446_744_073_709_549_568)
+        );
+    }
+
+    #[test]
+    fn fractions_negatives_strings_and_out_of_range_are_refused_naming_the_field() {
+        let big: Value = serde_json::from_str("18446744073709551616").unwrap();
+        for bad in [
+            json!(5000.5),
+            json!(0.1),
+            json!(-1),
+            json!(-5000.0),
+            json!(1e20),
+            big,
+            json!("NaN"),
+            json!("5000"),
+            json!("Infinity"),
+            json!(true),
+            json!([5000]),
+            json!({"ms": 5000}),
+        ] {
+            let e = timeout(bad.clone()).unwrap_err();
+            assert_eq!(e.code, crate::ErrorCode::InvalidArgument, "{bad}");
+            assert_eq!(e.field.as_deref(), Some("timeout_ms"), "{bad}: {e:?}");
+            assert!(e.message.contains("timeout_ms"), "{bad}: {}", e.message);
+        }
+        let e = timeout(json!(5000.5)).unwrap_err();
+        assert!(
+            e.message.contains("5000.5") && e.message.contains("no fractional part"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn limit_takes_integral_floats_too() {
+        let limit = |v: Value| {
+            parse_args::<ConsoleRequest>("browser_console", json!({ "limit": v })).map(|r| r.limit)
+        };
+        assert_eq!(limit(json!(20.0)).unwrap(), Some(20));
+        assert_eq!(limit(json!(0)).unwrap(), Some(0));
+        for bad in [json!(2.5), json!(-1.0), json!(1e30), json!("20")] {
+            let e = limit(bad.clone()).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("limit"), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn every_request_with_timeout_ms_takes_an_integral_float() {
+        fn ok<T: serde::de::DeserializeOwned>(tool: &str, mut args: Value) -> T {
+            args["timeout_ms"] = json!(5000.0);
+            parse_args::<T>(tool, args).unwrap_or_else(|e| panic!("{tool}: {e:?}"))
+        }
+        let r: NavigateRequest = ok("browser_navigate", json!({"url": "about:blank"}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: SnapshotRequest = ok("browser_snapshot", json!({}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: ClickRequest = ok("browser_click", json!({"ref": "e1"}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: TypeRequest = ok("browser_type", json!({"ref": "e1", "text": "x"}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: PressKeyRequest = ok("browser_press_key", json!({"key": "a"}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: EvaluateRequest = ok("browser_evaluate", json!({"expression": "1"}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: CdpRequest = ok("browser_cdp", json!({"method": "Browser.getVersion"}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        let r: ScreenshotRequest = ok("browser_screenshot", json!({}));
+        assert_eq!(r.timeout_ms, Some(5000));
+        // Re-encoding gives a plain integer (what the fuzz round trip checks).
+        assert_eq!(serde_json::to_value(&r).unwrap()["timeout_ms"], json!(5000));
+    }
 }

@@ -1,6 +1,7 @@
 //! Hardening found by a new-user test: `javascript:` URLs cannot bypass
 //! `--no-evaluate`, a hung `onload` does not wedge the tab, and navigating
-//! while a dialog is pending is refused.
+//! while a dialog is pending is refused. Integer arguments take integral
+//! floats (`5000.0`), as JSON Schema's `integer` does (issue 8).
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -139,4 +140,82 @@ async fn navigate_while_a_dialog_is_pending_is_dialog_pending() {
         )
         .await;
     assert_eq!(nav["status"], "loaded", "{nav:#}");
+}
+
+/// JSON Schema's `integer` includes numbers with a zero fractional part, and
+/// runtimes that hold numbers as doubles send them (issue 8): `5000.0` is a
+/// `timeout_ms` of 5000 on every path, through `Tools::call` against a real
+/// tab; a fraction, a negative, a string or a value past the range is still
+/// `invalid_argument` naming the field, before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integral_float_arguments_are_integers_and_the_rest_is_refused_by_name() {
+    let t = tools(ToolsConfig::default()).await;
+    let nav = t
+        .call(
+            "browser_navigate",
+            json!({"url": "about:blank", "timeout_ms": 5000.0}),
+        )
+        .await;
+    assert_eq!(nav["status"], "loaded", "{nav:#}");
+    let ev = t
+        .call(
+            "browser_evaluate",
+            json!({"expression": "6 * 7", "timeout_ms": 5000.0}),
+        )
+        .await;
+    assert_eq!(ev["value"], 42, "{ev:#}");
+    let exp: Value = serde_json::from_str(r#"{"timeout_ms": 5e3}"#).expect("json");
+    let snap = t.call("browser_snapshot", exp).await;
+    assert_eq!(snap["supervisor"]["active"], true, "{snap:#}");
+    let shot = t
+        .call("browser_screenshot", json!({"timeout_ms": 20000.0}))
+        .await;
+    assert_eq!(shot["mime_type"], "image/png", "{shot:#}");
+    let con = t.call("browser_console", json!({"limit": 5.0})).await;
+    assert!(con.get("error").is_none(), "{con:#}");
+
+    for (tool, args, field) in [
+        (
+            "browser_evaluate",
+            json!({"expression": "1", "timeout_ms": 5000.5}),
+            "timeout_ms",
+        ),
+        (
+            "browser_evaluate",
+            json!({"expression": "1", "timeout_ms": -5000.0}),
+            "timeout_ms",
+        ),
+        (
+            "browser_evaluate",
+            json!({"expression": "1", "timeout_ms": "NaN"}),
+            "timeout_ms",
+        ),
+        (
+            "browser_snapshot",
+            json!({"timeout_ms": 1e20}),
+            "timeout_ms",
+        ),
+        // In u64 but past the tool's own range: the range check names it too.
+        (
+            "browser_snapshot",
+            json!({"timeout_ms": 120001.0}),
+            "timeout_ms",
+        ),
+        ("browser_snapshot", json!({"timeout_ms": 0.0}), "timeout_ms"),
+        ("browser_console", json!({"limit": 2.5}), "limit"),
+        ("browser_console", json!({"limit": -1}), "limit"),
+    ] {
+        let r = t.call(tool, args.clone()).await;
+        assert_eq!(code(&r), "invalid_argument", "{tool} {args}: {r:#}");
+        assert_eq!(r["error"]["field"], field, "{tool} {args}: {r:#}");
+        let msg = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(field), "{tool} {args}: {r:#}");
+    }
+    let r = t
+        .call(
+            "browser_evaluate",
+            json!({"expression": "1", "timeout_ms": 5000.5}),
+        )
+        .await;
+    println!("[issue 8] 5000.5 -> {}", r["error"]["message"]);
 }
