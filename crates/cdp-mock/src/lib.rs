@@ -25,6 +25,7 @@
 
 pub mod dismiss_proxy;
 pub mod fixtures;
+pub mod inject_proxy;
 pub mod tcp_fault_proxy;
 pub use fixtures::FixtureServer;
 

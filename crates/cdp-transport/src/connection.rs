@@ -155,6 +155,8 @@ struct Pending {
 struct SessionEntry {
     target_id: Option<TargetId>,
     target_type: String,
+    /// Named by a `Target.attachToTarget` reply on this connection (not auto-attach).
+    by_call: bool,
     events: Option<broadcast::Sender<Arc<Event>>>,
     closed: Option<SessionCloseReason>,
     crashed: bool,
@@ -170,7 +172,11 @@ struct State {
     closed_count: usize,
 }
 
+/// Source of [`Connection::id`].
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
 struct Core {
+    id: u64,
     endpoint: Endpoint,
     options: ConnectOptions,
     state: Mutex<State>,
@@ -532,6 +538,27 @@ impl Connection {
     /// The endpoint this connection was made to (redacted on display).
     pub fn endpoint(&self) -> &Endpoint {
         &self.h.core.endpoint
+    }
+
+    /// A number unique to this connection within the process (clones share
+    /// it), for keeping per-connection state elsewhere.
+    pub fn id(&self) -> u64 {
+        self.h.core.id
+    }
+
+    /// True when session `id` was named by the reply to a
+    /// `Target.attachToTarget` sent on this connection (by anyone, through
+    /// [`Connection::attach`] or a raw call), as opposed to a session that
+    /// auto-attach created. Replies are recorded in arrival order: once the
+    /// reply to any later call has been received, an attach reply that came
+    /// before it is already counted.
+    pub fn attached_by_call(&self, id: &SessionId) -> bool {
+        self.h
+            .core
+            .lock()
+            .sessions
+            .get(id)
+            .is_some_and(|e| e.by_call)
     }
 
     /// A handle for an already attached session id (for example one announced
@@ -942,6 +969,7 @@ impl Core {
         let cap = options.event_capacity;
         let (closed_tx, _) = watch::channel(None);
         Core {
+            id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
             endpoint,
             options,
             state: Mutex::new(State {
@@ -976,6 +1004,7 @@ impl Core {
             .or_insert_with(|| SessionEntry {
                 target_id: None,
                 target_type: String::new(),
+                by_call: false,
                 events: Some(broadcast::channel(cap).0),
                 closed: None,
                 crashed: false,
@@ -1122,6 +1151,17 @@ impl Core {
                 });
                 if r.is_ok() && (p.method == "Page.navigate" || p.method == "Page.reload") {
                     self.mark_crashed(p.session.as_ref(), None, false);
+                }
+                if let (Ok(v), "Target.attachToTarget") = (&r, p.method.as_str()) {
+                    // In arrival order, so a reader that got any later reply
+                    // sees it (`Connection::attached_by_call`).
+                    if let Some(sid) = v.get("sessionId").and_then(Value::as_str) {
+                        let sid = SessionId::new(sid);
+                        self.register_session(&sid, None, "");
+                        if let Some(e) = self.lock().sessions.get_mut(&sid) {
+                            e.by_call = true;
+                        }
+                    }
                 }
                 let _ = p.tx.send(r);
                 return;

@@ -159,6 +159,8 @@ pub struct SupervisorConfig {
     pub auto_bridge_window: Duration,
     /// Bound on setting up one paused target before it is resumed anyway
     /// (`Runtime.runIfWaitingForDebugger` is sent even when setup fails). Default 3 s.
+    /// The target gate resumes a claimed popup itself when this supervisor
+    /// has not done so within this bound plus 3 s.
     pub setup_timeout: Duration,
     /// Bound on the calls made while attaching or re-attaching. Default 10 s.
     pub attach_timeout: Duration,

@@ -18,6 +18,20 @@
 //!   each child is set up (domains, the dialog bridge) and then resumed
 //!   with `Runtime.runIfWaitingForDebugger`, even when setup fails, within
 //!   [`SupervisorConfig::setup_timeout`] plus a short resume bound.
+//! * Popups are caught paused at start by a per-connection target gate:
+//!   browser-level `Target.setAutoAttach{waitForDebuggerOnStart, flatten,
+//!   filter:[{type:"page"}]}`, switched on by the first supervisor on a
+//!   connection. A new page target whose `openerId` is a supervisor's page
+//!   (or one of its popups) is claimed by that supervisor, set up like any
+//!   child (dialog handling and the bridge in place before its first script,
+//!   and before `window.open` returns to the opener), then resumed; any
+//!   other new page target (a tab someone else opened) is resumed at once and
+//!   its extra session detached, as are the idle sessions Chromium attaches
+//!   to tabs that already exist. Nothing stays paused: the gate resumes a
+//!   claimed popup itself when its owner stops or overruns
+//!   [`SupervisorConfig::setup_timeout`] plus the resume bound and a second.
+//!   A browser that refuses browser-level auto-attach gets the older path:
+//!   popups attached after `Target.targetCreated` (field case C28).
 //! * Dialogs are answered on the top-level page (or popup) session, also
 //!   those raised inside an OOPIF (Chromium rejects the OOPIF session).
 //! * The dialog bridge ([`BridgeMode`], crate `bridge-script`) for hosted
@@ -53,6 +67,7 @@
 
 mod config;
 mod error;
+mod gate;
 mod registry;
 mod state;
 mod supervisor;

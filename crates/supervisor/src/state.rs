@@ -3,6 +3,7 @@
 //! Nothing here awaits; the event loop applies events and spawns the effects.
 
 use crate::config::{BridgeMode, DialogPolicy};
+use crate::gate::GateLink;
 use crate::view::*;
 use bridge_script::{Bridge, DialogRequest, Paused, MAX_PENDING_DIALOGS};
 use cdp_transport::{Connection, Event, ExecutionContextId, FrameId, Session, SessionId, TargetId};
@@ -76,8 +77,11 @@ pub(crate) enum Effect {
         paused: bool,
         skip: bool,
     },
-    /// Attach a popup target.
+    /// Attach a popup target (only without the target gate).
     AttachPopup { target_id: TargetId },
+    /// Resume (when paused) and detach a session we will not supervise (a
+    /// second session on a popup we already have).
+    Release { session: Session, paused: bool },
     /// Answer a dialog by policy.
     Answer {
         dialog_id: String,
@@ -118,6 +122,10 @@ pub(crate) struct State {
     skipped_frames: HashSet<FrameId>,
     contexts: HashMap<SessionId, HashMap<FrameId, ExecutionContextId>>,
     popup_requests: HashSet<TargetId>,
+    /// Our membership of the connection's target gate; `None` when the
+    /// browser refused browser-level auto-attach (popups are then attached
+    /// after `Target.targetCreated`) or the supervisor is stopping/reconnecting.
+    pub gate: Option<GateLink>,
     pub pending: Vec<Dialog>,
     pub recent: VecDeque<ClosedDialog>,
     next_dialog: u64,
@@ -165,6 +173,7 @@ impl State {
             skipped_frames: HashSet::new(),
             contexts: HashMap::new(),
             popup_requests: HashSet::new(),
+            gate: None,
             pending: Vec::new(),
             recent: VecDeque::new(),
             next_dialog: 1,
@@ -208,6 +217,7 @@ impl State {
         self.skipped_frames.clear();
         self.contexts.clear();
         self.popup_requests.clear();
+        self.gate = None;
         self.swallow_close.clear();
         self.bridge_active = false;
         self.insert_page_session();
@@ -293,7 +303,10 @@ impl State {
             "Target.targetCreated" | "Target.targetInfoChanged" if ev.session_id.is_none() => {
                 let ti = &p["targetInfo"];
                 let tid = str_of(ti, "targetId");
+                // With the target gate, popups arrive paused through a
+                // browser-level attach instead (see `on_attached`).
                 if ev.method == "Target.targetCreated"
+                    && self.gate.is_none()
                     && str_of(ti, "type") == "page"
                     && ti
                         .get("openerId")
@@ -544,26 +557,53 @@ impl State {
         let session = self.conn.session(sid.clone());
         match parent {
             None => {
-                // Browser-level: only popups we asked for.
-                if ttype == "page" && self.popup_requests.remove(&tid) {
-                    self.sessions.insert(
-                        sid.clone(),
-                        SessionInfo {
-                            session: session.clone(),
-                            target_id: tid,
-                            kind: Kind::Popup,
-                            root: sid,
-                            depth: 0,
-                            url: str_of(ti, "url"),
-                        },
-                    );
-                    fx.push(Effect::Setup {
-                        session,
-                        kind: Kind::Popup,
-                        paused,
-                        skip: false,
-                    });
+                // Browser-level: with the target gate, a paused page target the
+                // gate says is ours (opened by our page or one of our popups);
+                // without it, only popups we asked to attach. Any other
+                // session (another tab, our own tab's extra session, someone's
+                // explicit attach) is not ours: the gate resumes and detaches
+                // what needs it.
+                if ttype != "page" {
+                    return;
                 }
+                let claimed = match &self.gate {
+                    Some(g) => paused && g.claims(&tid, ti.get("openerId").and_then(Value::as_str)),
+                    None => self.popup_requests.remove(&tid),
+                };
+                if !claimed {
+                    return;
+                }
+                if self
+                    .sessions
+                    .values()
+                    .any(|s| s.kind == Kind::Popup && s.target_id == tid)
+                {
+                    // Never supervise one popup through two sessions (its
+                    // dialogs would be reported twice).
+                    debug!(%tid, session = %sid, "popup already supervised: extra session released");
+                    fx.push(Effect::Release { session, paused });
+                    return;
+                }
+                if let Some(g) = &self.gate {
+                    g.add_opener(&tid);
+                }
+                self.sessions.insert(
+                    sid.clone(),
+                    SessionInfo {
+                        session: session.clone(),
+                        target_id: tid,
+                        kind: Kind::Popup,
+                        root: sid,
+                        depth: 0,
+                        url: str_of(ti, "url"),
+                    },
+                );
+                fx.push(Effect::Setup {
+                    session,
+                    kind: Kind::Popup,
+                    paused,
+                    skip: false,
+                });
             }
             Some(parent) => {
                 let (kind, depth) = if ttype == "iframe" {
@@ -639,6 +679,9 @@ impl State {
                 });
             }
             Kind::Popup => {
+                if let Some(g) = &self.gate {
+                    g.remove_opener(&info.target_id);
+                }
                 self.retire_all(Some(sid));
                 self.frames.retain(|_, f| &f.root != sid);
                 self.drop_session(sid);

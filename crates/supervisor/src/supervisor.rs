@@ -2,6 +2,7 @@
 
 use crate::config::{BridgeMode, DialogAction, DialogPolicy, SupervisorConfig};
 use crate::error::{Error, Result};
+use crate::gate::{self, Gate, GateLink, RESUME_TIMEOUT};
 use crate::state::{Effect, Kind, State};
 use crate::view::{ClosedBy, ClosedDialog, PendingDialog, SupervisorView};
 use arc_swap::ArcSwap;
@@ -19,9 +20,9 @@ use tracing::{debug, warn};
 
 /// `Page.handleJavaScriptDialog`.
 pub const HANDLE_DIALOG: &str = "Page.handleJavaScriptDialog";
-const RESUME: &str = "Runtime.runIfWaitingForDebugger";
-/// Bound on `Runtime.runIfWaitingForDebugger`, sent whatever happened during setup.
-const RESUME_TIMEOUT: Duration = Duration::from_secs(2);
+/// Slack the target gate adds to a supervisor's own setup and resume bounds
+/// before it resumes a claimed popup itself.
+const GATE_SLACK: Duration = Duration::from_secs(1);
 
 /// A change in the dialog set, for callers that must react at once (the tool
 /// layer returns `dialog_pending` while navigating or evaluating).
@@ -158,9 +159,14 @@ impl Supervisor {
     ///
     /// Attaches a flattened session, starts the event loop, and enables
     /// `Inspector`, `Page`, `Runtime` and recursive auto-attach
-    /// (`waitForDebuggerOnStart: true`) on it; `Target.setDiscoverTargets` on
-    /// the browser session finds popups. The frame tree is bootstrapped from
-    /// `Page.getFrameTree` in the background.
+    /// (`waitForDebuggerOnStart: true`) on it. Then joins the connection's
+    /// target gate (browser-level paused auto-attach of page targets, switched
+    /// on by the first supervisor on `conn`): popups the tab opens are
+    /// attached paused, set up and resumed by this supervisor; other new page
+    /// targets are resumed at once. `Target.setDiscoverTargets` reports the
+    /// tab's own destruction (and finds popups, attached after creation, when
+    /// the browser refuses browser-level auto-attach). The frame tree is
+    /// bootstrapped from `Page.getFrameTree` in the background.
     ///
     /// # Errors
     /// [`Error::Cdp`] when attaching or enabling fails within
@@ -501,6 +507,8 @@ impl Supervisor {
         let conn = {
             let mut st = self.shared.lock();
             st.set_inactive("stopped");
+            // Leave the target gate: new popups are resumed by it at once.
+            st.gate = None;
             self.shared.commit(&st);
             st.conn.clone()
         };
@@ -541,6 +549,9 @@ async fn setup_page(shared: &Arc<Shared>, conn: &Connection, page: &Session) -> 
             shared.commit(&st);
         }
     }
+    join_gate(shared, conn, b.clone()).await;
+    // Target events (our tab destroyed or crashed, popup URLs; and, without
+    // the gate, the `Target.targetCreated` popups are attached after).
     conn.browser()
         .call(
             "Target.setDiscoverTargets",
@@ -555,6 +566,44 @@ async fn setup_page(shared: &Arc<Shared>, conn: &Connection, page: &Session) -> 
         .tracker
         .spawn(async move { load_frame_tree(&shared2, &page2).await });
     Ok(())
+}
+
+/// Switches the connection's target gate on (once per connection) and joins
+/// it: our page target and our popups are registered as openers, so popups
+/// they open are attached paused and set up before they run. When the
+/// browser refuses browser-level auto-attach (or the call fails), the
+/// supervisor stays out of the gate and attaches popups after
+/// `Target.targetCreated`.
+async fn join_gate(shared: &Arc<Shared>, conn: &Connection, budget: Budget) {
+    let g = Gate::for_connection(conn);
+    let on = match g.enable(conn, budget).await {
+        Ok(on) => on,
+        Err(e) => {
+            warn!(error = %e, "browser-level auto-attach not switched on: popups are attached after Target.targetCreated");
+            false
+        }
+    };
+    if !on {
+        return;
+    }
+    let hold = shared.config.setup_timeout + RESUME_TIMEOUT + GATE_SLACK;
+    let mut st = shared.lock();
+    if st.conn.id() != conn.id() || shared.shutdown.is_cancelled() {
+        return;
+    }
+    let link = GateLink::join(g, shared.shutdown.clone(), hold);
+    link.add_opener(&shared.target_id);
+    for s in st.sessions.values().filter(|s| s.kind == Kind::Popup) {
+        link.add_opener(&s.target_id);
+    }
+    st.gate = Some(link);
+}
+
+/// Tells the target gate that `session`'s target was resumed by us.
+fn gate_resumed(shared: &Shared, session: &Session) {
+    if let (Some(g), Some(t)) = (&shared.lock().gate, session.target_id()) {
+        g.resumed(t);
+    }
 }
 
 async fn load_frame_tree(shared: &Arc<Shared>, session: &Session) {
@@ -647,13 +696,8 @@ async fn setup_child(shared: Arc<Shared>, session: Session, kind: Kind, paused: 
             install_bridge(&shared, &session, !paused).await;
         }
     }
-    if paused {
-        if let Err(e) = session
-            .call(RESUME, json!({}), Budget::new(RESUME_TIMEOUT))
-            .await
-        {
-            warn!(session = ?session.id(), error = %e, "Runtime.runIfWaitingForDebugger failed");
-        }
+    if paused && gate::resume(&session).await {
+        gate_resumed(&shared, &session);
     }
     if !skip && matches!(kind, Kind::Iframe | Kind::Popup) {
         load_frame_tree(&shared, &session).await;
@@ -771,6 +815,15 @@ fn run_effects(shared: &Arc<Shared>, fx: Vec<Effect>) -> Option<(String, bool)> 
                 shared
                     .tracker
                     .spawn(setup_child(shared.clone(), session, kind, paused, skip));
+            }
+            Effect::Release { session, paused } => {
+                let s = shared.clone();
+                shared.tracker.spawn(async move {
+                    if paused && gate::resume(&session).await {
+                        gate_resumed(&s, &session);
+                    }
+                    gate::release(session, false).await;
+                });
             }
             Effect::AttachPopup { target_id } => {
                 let s = shared.clone();
@@ -926,6 +979,8 @@ async fn recover(
     {
         let mut st = shared.lock();
         st.set_inactive(reason.clone());
+        // Out of the gate while away: nobody would set our popups up.
+        st.gate = None;
         shared.commit(&st);
     }
     let policy = shared.config.reconnect.clone();

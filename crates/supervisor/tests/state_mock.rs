@@ -22,7 +22,16 @@ fn frame(id: &str, parent: Option<&str>, url: &str) -> Value {
 }
 
 async fn start(config: SupervisorConfig) -> (MockServer, Supervisor) {
+    start_with(config, |_| {}).await
+}
+
+/// [`start`], with `prep` scripting the mock before the supervisor connects.
+async fn start_with(
+    config: SupervisorConfig,
+    prep: impl FnOnce(&MockServer),
+) -> (MockServer, Supervisor) {
     let mock = MockServer::start().await;
+    prep(&mock);
     mock.on("Target.attachToTarget", json!({"sessionId": "PAGE"}));
     mock.on(
         "Target.getTargets",
@@ -567,9 +576,22 @@ async fn target_destroyed_is_final() {
     assert_eq!(v.reason.as_deref(), Some("target destroyed"));
 }
 
+/// Without the target gate (a browser that refuses browser-level
+/// `Target.setAutoAttach`), popups are found by `Target.targetCreated` and
+/// attached after creation. The gate's own cases are in `gate_mock.rs`.
 #[tokio::test]
-async fn popup_opened_by_the_tab_is_attached_and_its_dialogs_handled() {
-    let (mock, sup) = start(SupervisorConfig::default()).await;
+async fn without_the_gate_a_popup_opened_by_the_tab_is_attached_and_its_dialogs_handled() {
+    let (mock, sup) = start_with(SupervisorConfig::default(), |mock| {
+        mock.on_session(
+            "Target.setAutoAttach",
+            None,
+            Action::Error {
+                code: -32000,
+                message: "Not allowed".into(),
+            },
+        );
+    })
+    .await;
     mock.on_fn("Target.attachToTarget", |r| {
         (r.params["targetId"] == "POP").then(|| {
             Action::EventsThenReply(
