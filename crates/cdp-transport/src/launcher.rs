@@ -46,10 +46,6 @@ pub struct LaunchOptions {
     pub offline: bool,
     /// How long to wait for `DevToolsActivePort`. Default 20 s.
     pub startup_timeout: Option<Duration>,
-    /// Ask Linux to SIGKILL Chromium when the *thread* that launched it exits
-    /// (`PR_SET_PDEATHSIG`). Only useful from a long-lived thread; see
-    /// [`shared_chrome`]. Default false.
-    pub kill_with_launching_thread: bool,
 }
 
 impl LaunchOptions {
@@ -101,6 +97,11 @@ pub fn find_chrome() -> Result<PathBuf> {
 /// `TMPDIR` set to `<profile>/tmp`, so that killing the group stops every
 /// helper process and removing the profile also removes Chromium's
 /// `org.chromium.Chromium.*` singleton dir.
+///
+/// When the process dies without dropping it (SIGKILL, `exit`), Chromium dies
+/// too (`PR_SET_PDEATHSIG` from a keeper thread that lives as long as the
+/// process) and the next launch removes the profile
+/// ([`sweep_stale_profiles`]).
 #[derive(Debug)]
 pub struct LaunchedChrome {
     child: Option<Child>,
@@ -172,10 +173,14 @@ impl LaunchedChrome {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(stderr));
-        if options.kill_with_launching_thread {
-            set_pdeathsig(&mut cmd);
-        }
-        let child = cmd.spawn().map_err(|e| Error::Launch {
+        sweep_stale_profiles(profile.path().parent().unwrap_or(Path::new("/tmp")));
+        // Marks the profile so that, if this process dies without dropping
+        // `self` (SIGKILL, `exit`), a later launch removes it.
+        let _ = std::fs::write(
+            profile.path().join(OWNER_FILE),
+            std::process::id().to_string(),
+        );
+        let child = spawn_on_keeper(cmd).map_err(|e| Error::Launch {
             reason: format!("cannot start {}: {e}", exe.display()),
         })?;
         let pgid = i32::try_from(child.id()).ok();
@@ -364,6 +369,53 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+type SpawnRequest = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawns `cmd` with `PR_SET_PDEATHSIG = SIGKILL` from one thread that lives
+/// as long as the process. Linux sends the signal when the *thread* that
+/// forked the child exits, so forking from a short-lived blocking-pool thread
+/// would kill Chromium at a random later moment; forking from this keeper
+/// thread ties Chromium's life to the process's, however the process ends
+/// (SIGKILL included).
+fn spawn_on_keeper(mut cmd: Command) -> std::io::Result<Child> {
+    static KEEPER: std::sync::OnceLock<
+        std::io::Result<std::sync::Mutex<std::sync::mpsc::Sender<SpawnRequest>>>,
+    > = std::sync::OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("tabwarden-chromium-keeper".into())
+            .spawn(move || {
+                // `tx` lives in a static: `recv` never fails, and the thread
+                // (the parent of every Chromium) never exits.
+                while let Ok((mut cmd, reply)) = rx.recv() {
+                    set_pdeathsig(&mut cmd);
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    let tx = match keeper {
+        Ok(tx) => tx,
+        Err(e) => {
+            // No keeper thread: spawn here, without the death signal.
+            tracing::warn!(error = %e, "cannot start the launcher thread; Chromium will not die with this process");
+            return cmd.spawn();
+        }
+    };
+    let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+    let sent = tx
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send((cmd, reply_tx));
+    if let Err(std::sync::mpsc::SendError((mut cmd, _))) = sent {
+        return cmd.spawn();
+    }
+    reply_rx
+        .recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the launcher thread ended")))
+}
+
 #[allow(unsafe_code)]
 fn set_pdeathsig(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
@@ -385,9 +437,10 @@ struct Shared {
 static SHARED: std::sync::OnceLock<std::result::Result<Shared, String>> =
     std::sync::OnceLock::new();
 
-/// One Chromium per process, started on first use with [`OFFLINE_FLAGS`] on a
-/// dedicated thread that lives as long as the process, so that Chromium is
-/// killed when the process exits (`PR_SET_PDEATHSIG`). Returns its WebSocket URL.
+/// One Chromium per process, started on first use with [`OFFLINE_FLAGS`] and
+/// never dropped: it is killed when the process exits (`PR_SET_PDEATHSIG`, as
+/// every launch) and its profile removed by a later launch. Returns its
+/// WebSocket URL.
 ///
 /// Meant for test suites and benchmarks, where every test connects its own
 /// [`crate::Connection`] (a connection belongs to the tokio runtime that made it).
@@ -400,17 +453,9 @@ pub fn shared_chrome() -> std::result::Result<String, String> {
         let spawned = std::thread::Builder::new()
             .name("tabwarden-shared-chrome".into())
             .spawn(move || {
-                sweep_shared_profiles(&std::env::temp_dir());
-                let mut o = LaunchOptions::default().offline(true);
-                o.kill_with_launching_thread = true;
+                let o = LaunchOptions::default().offline(true);
                 match LaunchedChrome::launch_blocking(o) {
                     Ok(c) => {
-                        // The process exits without dropping `c`: mark the
-                        // profile so the next program's sweep removes it.
-                        let _ = std::fs::write(
-                            c.profile_dir().join(SHARED_OWNER_FILE),
-                            std::process::id().to_string(),
-                        );
                         let _ = tx.send(Ok(Shared {
                             ws_url: c.ws_url().to_string(),
                             pid: c.pid(),
@@ -438,29 +483,35 @@ pub fn shared_chrome() -> std::result::Result<String, String> {
     }
 }
 
-/// File in a [`shared_chrome`] profile naming the pid of the program that owns it.
-pub const SHARED_OWNER_FILE: &str = "tabwarden-shared-owner";
+/// File in every launched profile naming the pid of the process that launched it.
+pub const OWNER_FILE: &str = "tabwarden-owner";
 
-/// Removes the `tabwarden-profile-*` directories under `dir` left by
-/// [`shared_chrome`] in programs that have exited: a test binary ends with
-/// `exit`, so its shared Chromium dies (`PR_SET_PDEATHSIG`) but no destructor
-/// removes the profile. Only directories holding [`SHARED_OWNER_FILE`] whose
-/// pid has no `/proc` entry (or holds a pid that is not a number) are removed;
-/// profiles of running programs and of [`LaunchedChrome`]s (which remove their
-/// own) are left alone. Returns how many were removed. Never fails: a
-/// directory that cannot be read or removed is skipped.
-pub fn sweep_shared_profiles(dir: &Path) -> usize {
+/// Removes the `tabwarden-profile-*` directories under `dir` whose launching
+/// process has exited without removing them: killed with SIGKILL, or ended
+/// with `exit` (a test binary's [`shared_chrome`]). Their Chromium is already
+/// gone (`PR_SET_PDEATHSIG`, see [`LaunchedChrome`]). Only directories holding
+/// [`OWNER_FILE`] whose pid has no `/proc` entry (or is not a number) are
+/// removed; profiles of running processes are left alone. Called by every
+/// launch; returns how many were removed. Never fails: a directory that
+/// cannot be read or removed is skipped.
+///
+/// Caveat: processes in another pid namespace sharing the same temp dir look
+/// exited from here; give such setups their own `TMPDIR`.
+pub fn sweep_stale_profiles(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     let mut removed = 0;
     for e in entries.flatten() {
-        let name = e.file_name();
-        if !name.to_string_lossy().starts_with("tabwarden-profile-") {
+        if !e
+            .file_name()
+            .to_string_lossy()
+            .starts_with("tabwarden-profile-")
+        {
             continue;
         }
         let path = e.path();
-        let Ok(owner) = std::fs::read_to_string(path.join(SHARED_OWNER_FILE)) else {
+        let Ok(owner) = std::fs::read_to_string(path.join(OWNER_FILE)) else {
             continue;
         };
         let alive = owner
@@ -472,7 +523,7 @@ pub fn sweep_shared_profiles(dir: &Path) -> usize {
         }
     }
     if removed > 0 {
-        tracing::debug!(removed, dir = %dir.display(), "removed profiles of exited shared chromiums");
+        tracing::debug!(removed, dir = %dir.display(), "removed profiles left by exited processes");
     }
     removed
 }

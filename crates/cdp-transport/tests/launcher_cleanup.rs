@@ -114,12 +114,12 @@ async fn drop_kills_the_process_group_and_removes_the_profile() {
     }
 }
 
-/// `shared_chrome` profiles outlive their test binary (it exits without
-/// destructors); the next program's sweep removes the ones whose owner is
+/// Profiles outlive a process that dies without dropping its `LaunchedChrome`
+/// (SIGKILL, `exit`); the next launch's sweep removes the ones whose owner is
 /// gone, and nothing else.
 #[test]
 fn sweep_removes_only_profiles_of_exited_owners() {
-    use cdp_transport::launcher::{sweep_shared_profiles, SHARED_OWNER_FILE};
+    use cdp_transport::launcher::{sweep_stale_profiles, OWNER_FILE};
     let dir = tempfile::tempdir().expect("temp dir");
     // A pid that has exited: a child we started and reaped.
     let mut child = std::process::Command::new("true")
@@ -131,7 +131,7 @@ fn sweep_removes_only_profiles_of_exited_owners() {
         let p = dir.path().join(name);
         std::fs::create_dir_all(p.join("Default")).expect("mkdir");
         if let Some(o) = owner {
-            std::fs::write(p.join(SHARED_OWNER_FILE), o).expect("write owner");
+            std::fs::write(p.join(OWNER_FILE), o).expect("write owner");
         }
         p
     };
@@ -144,7 +144,7 @@ fn sweep_removes_only_profiles_of_exited_owners() {
     let unmarked = mk("tabwarden-profile-unmarked", None);
     let other = mk("someone-else", Some(dead.to_string()));
 
-    assert_eq!(sweep_shared_profiles(dir.path()), 2);
+    assert_eq!(sweep_stale_profiles(dir.path()), 2);
     assert!(!gone.exists() && !garbage.exists());
     assert!(mine.exists(), "a live owner's profile stays");
     assert!(
@@ -155,6 +155,6 @@ fn sweep_removes_only_profiles_of_exited_owners() {
         other.exists(),
         "only tabwarden-profile-* dirs are considered"
     );
-    assert_eq!(sweep_shared_profiles(dir.path()), 0);
-    assert_eq!(sweep_shared_profiles(&dir.path().join("missing")), 0);
+    assert_eq!(sweep_stale_profiles(dir.path()), 0);
+    assert_eq!(sweep_stale_profiles(&dir.path().join("missing")), 0);
 }
