@@ -76,7 +76,8 @@ const HELP: &str = "cargo xtask <task>
   demo                  setup, then run `tabwarden demo` on the built-in fixture site
   bench [--quick] [--dev]
                         setup, then the benchmark table (release build; --dev: debug build)
-  e2e [--backend local]  setup, then `test`
+  e2e [--backend local]  setup, then `test` (`--backend=X` works too; a missing value
+                        or any other argument is a usage error, exit 2)
   e2e --backend browserbase
                         the dialog-bridge scenarios against real Browserbase sessions:
                         creates a session per bridge mode (POST /v1/sessions), connects
@@ -177,18 +178,80 @@ fn test(rest: &[String]) -> Result<()> {
         .env("RUST_BACKTRACE", "1"))
 }
 
-/// `e2e [--backend local|browserbase]`. For `browserbase` see
-/// [`xtask::browserbase`]: exit 2 when `BROWSERBASE_API_KEY` is missing
-/// (with what is needed), 1 when any scenario failed or a session was not
-/// released, 0 when all passed.
+/// Where `cargo xtask e2e` runs its scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// `setup`, then `test` (the local real-Chromium suite).
+    Local,
+    /// [`xtask::browserbase::run`] against the Browserbase API.
+    Browserbase,
+}
+
+/// What `e2e`'s arguments ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum E2e {
+    Run(Backend),
+    Help,
+}
+
+/// Parses `e2e`'s arguments: nothing (local), `--backend X` or
+/// `--backend=X` with X `local` or `browserbase` (at most once), or
+/// `-h`/`--help`. `Err` is the usage error to print (exit 2): a missing or
+/// empty value, an unknown backend, a repeated `--backend`, any other
+/// argument.
+fn parse_e2e_args(args: &[String]) -> std::result::Result<E2e, String> {
+    let mut backend: Option<Backend> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = if a == "--backend" {
+            match it.next() {
+                Some(v) if !v.starts_with('-') => v.as_str(),
+                _ => return Err("--backend needs a value: local or browserbase".into()),
+            }
+        } else if let Some(v) = a.strip_prefix("--backend=") {
+            v
+        } else if a == "-h" || a == "--help" {
+            return Ok(E2e::Help);
+        } else {
+            return Err(format!("unknown argument {a:?} for e2e"));
+        };
+        let b = match value {
+            "local" => Backend::Local,
+            "browserbase" => Backend::Browserbase,
+            "" => return Err("--backend needs a value: local or browserbase".into()),
+            other => {
+                return Err(format!(
+                    "unknown backend {other:?}: use local or browserbase"
+                ))
+            }
+        };
+        if backend.replace(b).is_some() {
+            return Err("--backend given more than once".into());
+        }
+    }
+    Ok(E2e::Run(backend.unwrap_or(Backend::Local)))
+}
+
+/// `e2e [--backend local|browserbase]` (also `--backend=X`). For
+/// `browserbase` see [`xtask::browserbase`]: exit 2 when
+/// `BROWSERBASE_API_KEY` is missing (with what is needed), 1 when any
+/// scenario failed or a session was not released, 0 when all passed. A bad
+/// argument ([`parse_e2e_args`]) is exit 2 with the help text, before
+/// anything runs.
 fn e2e(rest: &[String]) -> Result<ExitCode> {
-    let backend = rest
-        .iter()
-        .position(|a| a == "--backend")
-        .and_then(|i| rest.get(i + 1))
-        .map(String::as_str);
+    let backend = match parse_e2e_args(rest) {
+        Ok(E2e::Run(b)) => b,
+        Ok(E2e::Help) => {
+            println!("{HELP}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(why) => {
+            eprintln!("xtask: {why}\n{HELP}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     match backend {
-        Some("browserbase") => {
+        Backend::Browserbase => {
             let Some(opts) = xtask::browserbase::Options::from_env() else {
                 eprintln!(
                     "xtask: BROWSERBASE_API_KEY is not set.\n{}",
@@ -214,14 +277,10 @@ fn e2e(rest: &[String]) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Some("local") | None => {
+        Backend::Local => {
             setup()?;
             test(&[])?;
             Ok(ExitCode::SUCCESS)
-        }
-        Some(other) => {
-            eprintln!("xtask: unknown backend {other:?}: use local or browserbase\n{HELP}");
-            Ok(ExitCode::from(2))
         }
     }
 }
@@ -322,4 +381,60 @@ fn fuzz(rest: &[String]) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> std::result::Result<E2e, String> {
+        let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse_e2e_args(&v)
+    }
+
+    #[test]
+    fn both_spellings_of_backend_parse() {
+        assert_eq!(parse(&[]), Ok(E2e::Run(Backend::Local)));
+        assert_eq!(parse(&["--backend", "local"]), Ok(E2e::Run(Backend::Local)));
+        assert_eq!(parse(&["--backend=local"]), Ok(E2e::Run(Backend::Local)));
+        assert_eq!(
+            parse(&["--backend", "browserbase"]),
+            Ok(E2e::Run(Backend::Browserbase))
+        );
+        assert_eq!(
+            parse(&["--backend=browserbase"]),
+            Ok(E2e::Run(Backend::Browserbase))
+        );
+        assert_eq!(parse(&["--help"]), Ok(E2e::Help));
+        assert_eq!(parse(&["-h"]), Ok(E2e::Help));
+    }
+
+    #[test]
+    fn a_missing_value_or_another_argument_is_a_usage_error() {
+        for (args, needle) in [
+            (&["--backend"][..], "needs a value"),
+            (&["--backend="][..], "needs a value"),
+            (&["--backend", "--help"][..], "needs a value"),
+            (&["--backend=nope"][..], "unknown backend \"nope\""),
+            (&["--backend", "nope"][..], "unknown backend \"nope\""),
+            (
+                &["--backend", "local", "--backend=browserbase"][..],
+                "more than once",
+            ),
+            (
+                &["--bakend=browserbase"][..],
+                "unknown argument \"--bakend=browserbase\"",
+            ),
+            (&["browserbase"][..], "unknown argument \"browserbase\""),
+            (
+                &["--backend", "local", "extra"][..],
+                "unknown argument \"extra\"",
+            ),
+        ] {
+            match parse(args) {
+                Err(e) => assert!(e.contains(needle), "{args:?}: {e}"),
+                Ok(r) => panic!("{args:?}: parsed as {r:?}"),
+            }
+        }
+    }
 }

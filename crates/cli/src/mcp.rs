@@ -1,23 +1,34 @@
 //! `tabwarden mcp`: the tools as an MCP server over stdio (rmcp).
 //!
-//! Two things sit around rmcp's own stdio transport:
-//! - a line filter in front of it ([`serve_io`]): a line that is not JSON
-//!   gets a JSON-RPC `-32700` parse error reply (`"id": null`, JSON-RPC 2.0
-//!   §5.1). rmcp 3.11's `AsyncRwTransport::receive`
-//!   (`src/transport/async_rw.rs`) drops such lines without a reply (its
-//!   rust-sdk issue #938); every other line reaches rmcp unchanged;
+//! Around rmcp's own stdio transport:
+//! - a line filter in front of it ([`serve_io`], checks in
+//!   [`crate::jsonrpc`]): a line that is not JSON gets `-32700`; JSON that is
+//!   not a JSON-RPC 2.0 request rmcp can decode gets `-32600`/`-32602`
+//!   carrying the request's `id` (rmcp 3.11 would drop the first silently and
+//!   answer the second without an id); a batch gets one `-32600` per request;
 //! - [`Server::on_custom_request`]: a request for a method this server
-//!   serves (`tools/call`, `tools/list`, `ping`) whose `params` do not
-//!   decode reaches rmcp's handler as a *custom* request, which rmcp answers
-//!   `-32601` method not found; it gets `-32602` invalid params instead,
-//!   with the decoding error in the message.
+//!   serves whose `params` do not decode reaches rmcp's handler as a
+//!   *custom* request, which rmcp answers `-32601`; it gets `-32602` instead
+//!   (the filter already answers these; this is the second line of defence).
 //!
 //! When tabwarden launched the Chromium itself (no `--cdp-url`) and that
 //! Chromium dies, the next tool call starts a new one (at most
 //! `--max-relaunches` times) and says so in its result
-//! (`browser_relaunched`).
+//! (`browser_relaunched`); a dead Chromium that is not relaunched is reaped
+//! within [`REAP_EVERY`] (no zombie until the server exits). With
+//! `--cdp-url`, an endpoint that cannot be reached when the server starts
+//! does not stop it: `initialize` is answered and each tool call tries to
+//! connect again, returning `browser_closed` with a `next_step` while it
+//! fails.
+//!
+//! stdin EOF ends the session at once: tool calls still running are stopped
+//! (their futures dropped; they answer `internal` "stopped") instead of
+//! rmcp's 5 s drain, and a `notifications/cancelled` stops its call the same
+//! way.
 
-use cdp_transport::{LaunchOptions, LaunchedChrome};
+use crate::jsonrpc::{self, Verdict};
+use crate::tabs::{self, ToolsSlot};
+use cdp_transport::{CancellationToken, LaunchOptions, LaunchedChrome};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, InitializeResult, ListToolsResult,
@@ -26,11 +37,11 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
-use tool_surface::{Tools, ToolsConfig};
+use tool_surface::{ErrorCode as ToolCode, ToolError, Tools, ToolsConfig};
 
 /// A Chromium this server launched itself, and how to launch another.
 pub struct OwnedChrome {
@@ -42,32 +53,44 @@ pub struct OwnedChrome {
     pub max_relaunches: u32,
 }
 
-/// [`OwnedChrome`] plus how many relaunches were spent.
+/// The Chromium tabwarden launched and how many relaunches were spent.
 struct Relauncher {
-    owned: OwnedChrome,
+    /// `None` once a dead Chromium was reaped (dropped: group killed, main
+    /// process waited for, profile removed) and not yet replaced.
+    chrome: Option<LaunchedChrome>,
+    options: LaunchOptions,
+    max_relaunches: u32,
     relaunches: u32,
 }
+
+/// A `--cdp-url` browser: where it is.
+struct Remote {
+    endpoint: String,
+}
+
+/// How often a background task looks for a dead launched Chromium to reap.
+pub const REAP_EVERY: Duration = Duration::from_secs(1);
 
 /// The MCP handler: every call goes to [`Tools::call`].
 #[derive(Clone)]
 pub struct Server {
-    /// The tools in use; replaced after a relaunch. The lock is never held
-    /// across an `.await`.
-    tools: Arc<RwLock<Arc<Tools>>>,
-    /// Configuration for a relaunch's [`Tools::connect`].
+    /// The tools in use: replaced after a relaunch, filled by a late connect
+    /// to `--cdp-url`; `None` until that connect succeeds.
+    tools: ToolsSlot,
+    /// Configuration for a relaunch's (or late connect's) [`Tools::connect`].
     config: ToolsConfig,
     /// Present when tabwarden launched the Chromium; a relaunch holds it.
     chrome: Option<Arc<tokio::sync::Mutex<Relauncher>>>,
+    /// Present with `--cdp-url`.
+    remote: Option<Arc<Remote>>,
+    /// Cancelled on stdin EOF: running tool calls stop.
+    stop: CancellationToken,
 }
 
 const INSTRUCTIONS: &str = "Browser tools over Chromium that never hang on native dialogs, cross-site iframes or endless scripts. \
 Start with browser_navigate, then browser_snapshot (refs like e3 for click/type). \
 If a tool returns error code dialog_pending, answer the dialog with browser_dialog. \
 Errors are {\"error\": {code, message, next_step}}; follow next_step.";
-
-/// Methods this server serves whose params rmcp decodes; a request for one
-/// of them that arrives as a custom request had params that do not decode.
-const SERVED_METHODS: [&str; 3] = ["tools/call", "tools/list", "ping"];
 
 /// Largest line accepted on stdin, as rmcp's own cap
 /// (`rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH`); a longer line is
@@ -104,6 +127,38 @@ fn chrome_exited(c: &LaunchedChrome) -> bool {
     c.pid().is_none_or(process_exited)
 }
 
+impl Relauncher {
+    /// True when there is no live Chromium (it exited, or was reaped).
+    fn exited(&self) -> bool {
+        self.chrome.as_ref().is_none_or(chrome_exited)
+    }
+
+    /// Drops a dead Chromium on the blocking pool (its `Drop` kills the
+    /// group, waits for the main process and removes the profile), so it is
+    /// no zombie while the server runs on.
+    fn reap(&mut self) {
+        if let Some(dead) = self.chrome.take() {
+            tracing::info!(pid = dead.pid(), "reaping the exited Chromium");
+            tokio::task::spawn_blocking(move || drop(dead));
+        }
+    }
+}
+
+/// Every [`REAP_EVERY`], reaps the launched Chromium if it exited; ends when
+/// the server is gone.
+fn spawn_reaper(chrome: Weak<tokio::sync::Mutex<Relauncher>>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(REAP_EVERY).await;
+            let Some(c) = chrome.upgrade() else { return };
+            let mut r = c.lock().await;
+            if r.chrome.is_some() && r.exited() {
+                r.reap();
+            }
+        }
+    });
+}
+
 /// What a relaunch did, for the tool result.
 struct Relaunched {
     relaunch: u32,
@@ -112,75 +167,84 @@ struct Relaunched {
 }
 
 impl Server {
-    fn current(&self) -> Arc<Tools> {
-        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    fn current(&self) -> Option<Arc<Tools>> {
+        tabs::current(&self.tools)
     }
 
-    /// The tools to use for this call. When the Chromium we launched has
-    /// exited and relaunches remain, launches a new one and connects to it
-    /// first. `Err` is the tool result to return instead (a failed relaunch).
-    async fn tools_for_call(&self) -> (Arc<Tools>, Option<Result<Relaunched, Value>>) {
+    /// The tools to use for this call, with what a relaunch did. With
+    /// `--cdp-url` and no connection yet, connects first. When the Chromium
+    /// we launched has exited and relaunches remain, launches a new one and
+    /// connects to it first. `Err` is the tool result to return instead (a
+    /// failed connect or relaunch).
+    async fn tools_for_call(&self) -> Result<(Arc<Tools>, Option<Relaunched>), Value> {
+        if let Some(remote) = &self.remote {
+            return self.remote_tools(remote).await.map(|t| (t, None));
+        }
+        let no_tools = || ToolError::browser_closed("no browser is connected").to_json();
         let Some(chrome) = &self.chrome else {
-            return (self.current(), None);
+            return self.current().map(|t| (t, None)).ok_or_else(no_tools);
         };
         let mut r = chrome.lock().await;
-        if !chrome_exited(&r.owned.chrome) || r.relaunches >= r.owned.max_relaunches {
-            return (self.current(), None);
+        if !r.exited() {
+            return self.current().map(|t| (t, None)).ok_or_else(no_tools);
         }
+        if r.relaunches >= r.max_relaunches {
+            r.reap();
+            return self.current().map(|t| (t, None)).ok_or_else(no_tools);
+        }
+        r.reap();
         r.relaunches += 1;
-        let (n, max) = (r.relaunches, r.owned.max_relaunches);
+        let (n, max) = (r.relaunches, r.max_relaunches);
         let t0 = Instant::now();
         tracing::warn!(
             relaunch = n,
             max,
             "the Chromium tabwarden launched has exited; starting a new one"
         );
-        let launched = match LaunchedChrome::launch(r.owned.options.clone()).await {
-            Ok(c) => c,
-            Err(e) => {
-                return (
-                    self.current(),
-                    Some(Err(relaunch_failed(
-                        n,
-                        max,
-                        &format!("launching Chromium: {e}"),
-                    ))),
-                )
-            }
-        };
+        let launched = LaunchedChrome::launch(r.options.clone())
+            .await
+            .map_err(|e| relaunch_failed(n, max, &format!("launching Chromium: {e}")))?;
         let tools = match Tools::connect(launched.ws_url(), self.config.clone()).await {
             Ok(t) => Arc::new(t),
             Err(e) => {
-                return (
-                    self.current(),
-                    Some(Err(relaunch_failed(n, max, &format!("connecting: {e}")))),
-                )
+                tokio::task::spawn_blocking(move || drop(launched));
+                return Err(relaunch_failed(n, max, &format!("connecting: {e}")));
             }
         };
-        let old_chrome = std::mem::replace(&mut r.owned.chrome, launched);
-        let old_tools = {
-            let mut slot = self.tools.write().unwrap_or_else(|p| p.into_inner());
-            std::mem::replace(&mut *slot, tools.clone())
-        };
-        old_tools.connection().close();
-        drop(old_tools);
-        // Dropping LaunchedChrome kills the (dead) group, waits and removes
-        // the profile: blocking work, off the runtime.
-        tokio::task::spawn_blocking(move || drop(old_chrome));
+        r.chrome = Some(launched);
+        if let Some(old) = tabs::put(&self.tools, tools.clone()) {
+            old.connection().close();
+        }
         let elapsed = t0.elapsed();
         tracing::info!(
             relaunch = n,
             elapsed_ms = elapsed.as_millis() as u64,
             "Chromium relaunched"
         );
-        (
+        Ok((
             tools,
-            Some(Ok(Relaunched {
+            Some(Relaunched {
                 relaunch: n,
                 max,
                 elapsed,
-            })),
-        )
+            }),
+        ))
+    }
+
+    /// The `--cdp-url` browser's tools, connecting first when the server has
+    /// none yet (the endpoint could not be reached at start or at an earlier
+    /// call). One connect at a time ([`tabs::connect_remote`]).
+    async fn remote_tools(&self, remote: &Remote) -> Result<Arc<Tools>, Value> {
+        if let Some(t) = self.current() {
+            return Ok(t);
+        }
+        match tabs::connect_remote(&self.tools, &remote.endpoint, self.config.clone()).await {
+            Ok(t) => {
+                tracing::info!("connected to --cdp-url");
+                Ok(t)
+            }
+            Err(e) => Err(unreachable_remote(&e)),
+        }
     }
 
     /// For a `browser_closed` result while the Chromium we launched is dead:
@@ -191,23 +255,33 @@ impl Server {
             return;
         }
         let r = chrome.lock().await;
-        if !chrome_exited(&r.owned.chrome) {
+        if !r.exited() {
             return;
         }
-        let step = if r.relaunches < r.owned.max_relaunches {
+        let step = if r.relaunches < r.max_relaunches {
             format!(
                 "the Chromium tabwarden launched has exited; call the tool again and tabwarden starts a new one (relaunch {} of {}); pages, tabs, refs and dialogs of the old one are gone",
                 r.relaunches + 1,
-                r.owned.max_relaunches
+                r.max_relaunches
             )
         } else {
             format!(
                 "the Chromium tabwarden launched has exited and the {} relaunches allowed (--max-relaunches) are spent: restart tabwarden mcp",
-                r.owned.max_relaunches
+                r.max_relaunches
             )
         };
         out["error"]["next_step"] = Value::from(step);
     }
+}
+
+/// The tool result while the `--cdp-url` endpoint cannot be reached.
+fn unreachable_remote(e: &str) -> Value {
+    ToolError::new(
+        ToolCode::BrowserClosed,
+        format!("cannot reach the browser given by --cdp-url: {e}"),
+    )
+    .next("start that browser (or fix --cdp-url / TABWARDEN_CDP_URL and restart tabwarden mcp); every tool call tries to connect again")
+    .to_json()
 }
 
 fn relaunch_failed(n: u32, max: u32, why: &str) -> Value {
@@ -216,6 +290,27 @@ fn relaunch_failed(n: u32, max: u32, why: &str) -> Value {
         "message": format!("the Chromium tabwarden launched has exited and relaunch {n} of {max} failed: {why}"),
         "next_step": "call the tool again to retry the relaunch, or restart tabwarden mcp",
     }})
+}
+
+impl Server {
+    /// One tool call on the current (connected, relaunched) tools.
+    async fn run_call(&self, name: &str, args: Value) -> (Value, Option<Relaunched>) {
+        match self.tools_for_call().await {
+            Err(failed) => (failed, None),
+            Ok((tools, relaunched)) => {
+                let mut out = tools.call(name, args).await;
+                self.annotate_closed(&mut out).await;
+                (out, relaunched)
+            }
+        }
+    }
+}
+
+/// The result of a tool call stopped before it finished.
+fn stopped(why: &str) -> Value {
+    ToolError::internal(format!("the call was stopped: {why}"))
+        .next("call the tool again if it is still needed")
+        .to_json()
 }
 
 impl ServerHandler for Server {
@@ -242,16 +337,16 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let (tools, relaunched) = self.tools_for_call().await;
-        let (mut out, relaunched) = match relaunched {
-            Some(Err(failed)) => (failed, None),
-            Some(Ok(r)) => (tools.call(&request.name, args).await, Some(r)),
-            None => (tools.call(&request.name, args).await, None),
+        // Tools::call is cancel safe: a stopped call leaves no state behind
+        // in the tools (the browser may still run what was sent).
+        let (mut out, relaunched) = tokio::select! {
+            r = self.run_call(&request.name, args) => r,
+            _ = context.ct.cancelled() => (stopped("the client cancelled it (notifications/cancelled)"), None),
+            _ = self.stop.cancelled() => (stopped("the MCP client closed stdin"), None),
         };
-        self.annotate_closed(&mut out).await;
         if let (Some(r), Some(obj)) = (relaunched, out.as_object_mut()) {
             obj.insert(
                 "browser_relaunched".into(),
@@ -304,37 +399,39 @@ impl ServerHandler for Server {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        if !SERVED_METHODS.contains(&request.method.as_str()) {
+        if !jsonrpc::SERVED_METHODS.contains(&request.method.as_str()) {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 request.method,
                 None,
             ));
         }
-        let why = match request.method.as_str() {
-            "tools/call" => match request.params_as::<CallToolRequestParams>() {
-                Err(e) => e.to_string(),
-                Ok(None) => "params are required: {\"name\": …, \"arguments\": {…}}".into(),
-                Ok(Some(_)) => "params do not match the method".into(),
-            },
-            "tools/list" => match request.params_as::<PaginatedRequestParams>() {
-                Err(e) => e.to_string(),
-                _ => "params do not match the method".into(),
-            },
-            _ => "params do not match the method".into(),
-        };
         Err(ErrorData::invalid_params(
-            format!("invalid params for {}: {why}", request.method),
+            jsonrpc::invalid_params_message(&request.method, request.params.as_ref()),
             None,
         ))
     }
 }
 
+/// Where `tabwarden mcp` gets its browser.
+pub enum Browser {
+    /// A Chromium tabwarden launched (connected in `slot`): when it dies,
+    /// the next tool call relaunches it with `options` and connects new
+    /// [`Tools`], at most `max_relaunches` times.
+    Launched(OwnedChrome),
+    /// `--cdp-url`: `slot` holds its tools once connected; while it is
+    /// empty, each tool call tries to connect.
+    Remote {
+        /// The endpoint as given.
+        endpoint: String,
+    },
+}
+
 /// Serves MCP on stdin/stdout until the client closes stdin.
 ///
-/// `owned` is the Chromium tabwarden launched (None with `--cdp-url`): when
-/// it dies, the next tool call relaunches it with `owned.options` and
-/// connects new [`Tools`] with `config`, at most `owned.max_relaunches` times.
+/// `slot` holds the connected tools (filled beforehand, or later for a
+/// [`Browser::Remote`] that could not be reached yet); the caller keeps it to
+/// close the tabs of a remote browser afterwards ([`tabs::release`]).
 ///
 /// # Errors
 /// When the MCP handshake or transport fails.
@@ -342,55 +439,60 @@ impl ServerHandler for Server {
 /// # Cancel safety
 /// Cancel safe: dropping it closes the transport; the stdin reader and
 /// stdout writer tasks end with the runtime.
-pub async fn serve(
-    tools: Tools,
-    config: ToolsConfig,
-    owned: Option<OwnedChrome>,
-) -> anyhow::Result<()> {
-    let server = Server {
-        tools: Arc::new(RwLock::new(Arc::new(tools))),
-        config,
-        chrome: owned.map(|owned| {
-            Arc::new(tokio::sync::Mutex::new(Relauncher {
-                owned,
+pub async fn serve(slot: ToolsSlot, config: ToolsConfig, browser: Browser) -> anyhow::Result<()> {
+    let (chrome, remote) = match browser {
+        Browser::Launched(owned) => {
+            let r = Arc::new(tokio::sync::Mutex::new(Relauncher {
+                chrome: Some(owned.chrome),
+                options: owned.options,
+                max_relaunches: owned.max_relaunches,
                 relaunches: 0,
-            }))
-        }),
+            }));
+            spawn_reaper(Arc::downgrade(&r));
+            (Some(r), None)
+        }
+        Browser::Remote { endpoint } => (None, Some(Arc::new(Remote { endpoint }))),
+    };
+    let server = Server {
+        tools: slot,
+        config,
+        chrome,
+        remote,
+        stop: CancellationToken::new(),
     };
     serve_io(server, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
-/// The JSON-RPC parse error reply for a line that is not JSON.
-fn parse_error_line(why: &str) -> Vec<u8> {
-    let message = Value::from(format!("Parse error: {why}"));
-    format!(r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32700,"message":{message}}}}}"#)
-        .into_bytes()
-        .into_iter()
-        .chain(std::iter::once(b'\n'))
-        .collect()
-}
-
-/// Whether a line is not JSON at all (as opposed to JSON of the wrong
-/// shape, which rmcp answers `-32600` itself); `Some(reason)` when not.
-fn not_json(line: &[u8]) -> Option<String> {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return None;
+/// `reply` as one line of JSON, an error object's members in the usual
+/// order (`jsonrpc`, `id`, `error`; `serde_json` would sort them).
+fn reply_line(reply: &Value) -> Vec<u8> {
+    fn encode(v: &Value) -> String {
+        match v {
+            Value::Array(items) => {
+                let inner: Vec<String> = items.iter().map(encode).collect();
+                format!("[{}]", inner.join(","))
+            }
+            Value::Object(o) if o.len() == 3 && o.contains_key("error") => format!(
+                r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
+                o.get("id").unwrap_or(&Value::Null),
+                o.get("error").unwrap_or(&Value::Null)
+            ),
+            other => other.to_string(),
+        }
     }
-    match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-        Ok(_) => None,
-        Err(e) if e.is_syntax() || e.is_eof() => Some(e.to_string()),
-        Err(_) => None,
-    }
+    let mut line = encode(reply).into_bytes();
+    line.push(b'\n');
+    line
 }
 
 /// Runs `server` over `input`/`output` (stdin/stdout in production) with
-/// rmcp's stdio transport behind a line filter: lines that are JSON go to
-/// rmcp unchanged; a line that is not JSON, or longer than [`MAX_LINE`],
-/// gets a `-32700` reply. One writer task owns `output`, so rmcp's replies
-/// and the parse errors never interleave within a line.
+/// rmcp's stdio transport behind a line filter ([`jsonrpc::classify`]):
+/// lines rmcp can decode go to it unchanged; a line that is not JSON, or
+/// longer than [`MAX_LINE`], gets `-32700`; other JSON that is no valid
+/// request gets `-32600`/`-32602` with its id. One writer task owns
+/// `output`, so rmcp's replies and the filter's never interleave within a
+/// line. On input EOF the server's running tool calls are stopped
+/// (`Server::stop`), then rmcp sees EOF.
 ///
 /// # Errors
 /// When the MCP handshake or transport fails.
@@ -402,8 +504,9 @@ where
     let (rmcp_in, mut feed) = tokio::io::duplex(64 * 1024);
     let (rmcp_out_w, rmcp_out_r) = tokio::io::duplex(64 * 1024);
     let (errors_tx, mut errors_rx) = mpsc::channel::<Vec<u8>>(64);
+    let stop = server.stop.clone();
 
-    // stdin → rmcp, with parse errors answered here.
+    // stdin → rmcp, with what rmcp would mishandle answered here.
     let reader = tokio::spawn(async move {
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
@@ -440,18 +543,26 @@ where
                         }
                     }
                 }
-                let why = format!("the line is longer than {MAX_LINE} bytes");
-                if errors_tx.send(parse_error_line(&why)).await.is_err() {
+                let why = format!("Parse error: the line is longer than {MAX_LINE} bytes");
+                let reply = jsonrpc::error(Value::Null, jsonrpc::PARSE_ERROR, why);
+                if errors_tx.send(reply_line(&reply)).await.is_err() {
                     break;
                 }
                 continue;
             }
-            if let Some(why) = not_json(&line) {
-                tracing::debug!(%why, "a line on stdin is not JSON; answering -32700");
-                if errors_tx.send(parse_error_line(&why)).await.is_err() {
-                    break;
+            match jsonrpc::classify(&line) {
+                Verdict::Forward => {}
+                Verdict::Reply(reply) => {
+                    tracing::debug!(%reply, "answering a line rmcp would mishandle");
+                    if errors_tx.send(reply_line(&reply)).await.is_err() {
+                        break;
+                    }
+                    continue;
                 }
-                continue;
+                Verdict::Drop(why) => {
+                    tracing::debug!(%why, "ignoring a line on stdin");
+                    continue;
+                }
             }
             if !line.ends_with(b"\n") {
                 line.push(b'\n');
@@ -460,7 +571,9 @@ where
                 break;
             }
         }
-        // EOF (or a dead rmcp): rmcp sees EOF and ends the session.
+        // EOF (or a dead rmcp): running calls stop, then rmcp sees EOF and
+        // ends the session (its drain then finds nothing left running).
+        stop.cancel();
         let _ = feed.shutdown().await;
     });
 
@@ -498,7 +611,17 @@ where
         }
     });
 
-    let running = server.serve((rmcp_in, rmcp_out_w)).await?;
+    let running = match server.serve((rmcp_in, rmcp_out_w)).await {
+        Ok(r) => r,
+        // stdin closed before any initialize: no session to serve.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("stdin closed before initialize");
+            reader.abort();
+            let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let reason = running.waiting().await?;
     tracing::info!(?reason, "MCP client closed the session");
     reader.abort();

@@ -272,12 +272,11 @@ fn exit_codes_mean_something() {
         ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "no browser: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "no browser: {err}");
+    // Each cause once (it used to be `…: X: X`).
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
     let ws = shared();
     let out = bin()
         .args(["snapshot", "--cdp-url", &ws, "http://127.0.0.1:1/"])
@@ -286,4 +285,125 @@ fn exit_codes_mean_something() {
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["error"]["code"], "navigation_failed", "{v}");
+}
+
+#[test]
+fn a_pending_dialog_points_at_dialog_policy_which_answers_it() {
+    let ws = shared();
+    let page =
+        "data:text/html,<title>D</title><script>document.title = String(confirm('sure?'))</script>";
+    let step = |v: &Value| {
+        v["error"]["next_step"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    // must_respond (default): eval and screenshot exit 1 with dialog_pending
+    // and a next_step the CLI can follow; snapshot shows the dialog.
+    let out = bin()
+        .args(["eval", "--cdp-url", &ws, page, "document.title"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["error"]["code"], "dialog_pending", "{v}");
+    assert_eq!(v["error"]["dialog"]["type"], "confirm", "{v}");
+    assert!(step(&v).contains("--dialog-policy auto_dismiss"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("confirm")),
+        "{v}"
+    );
+    let out = bin()
+        .args(["snapshot", "--cdp-url", &ws, page])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["pending_dialogs"][0]["type"], "confirm", "{v}");
+    let note = v["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("--dialog-policy") && !note.contains("browser_dialog"),
+        "{v}"
+    );
+    let file = std::env::temp_dir().join(format!("tw-dialog-shot-{}.png", std::process::id()));
+    let out = bin()
+        .args(["screenshot", "--cdp-url", &ws, page, "-o"])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["error"]["code"], "dialog_pending", "{v}");
+    assert!(step(&v).contains("--dialog-policy"), "{v}");
+
+    // The policies answer it and the command goes on.
+    for (policy, title) in [("auto_dismiss", "false"), ("auto_accept", "true")] {
+        let out = bin()
+            .args([
+                "eval",
+                "--cdp-url",
+                &ws,
+                "--dialog-policy",
+                policy,
+                page,
+                "document.title",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{policy}: {v}");
+        assert_eq!(v["value"], title, "{policy}: {v}");
+    }
+    let out = bin()
+        .args([
+            "screenshot",
+            "--cdp-url",
+            &ws,
+            "--dialog-policy",
+            "auto_dismiss",
+            page,
+            "-o",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let _ = std::fs::remove_file(&file);
+    let out = bin()
+        .args(["eval", "--help"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for v in [
+        "--dialog-policy",
+        "must_respond",
+        "auto_dismiss",
+        "auto_accept",
+    ] {
+        assert!(help.contains(v), "{v} not in eval --help:\n{help}");
+    }
+}
+
+#[test]
+fn logs_to_a_pipe_carry_no_ansi_colour_codes() {
+    let ws = shared();
+    let out = bin()
+        .env("RUST_LOG", "info")
+        .args(["eval", "--cdp-url", &ws, "data:text/html,x", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("INFO"), "expected info logs: {err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "ANSI escape in piped stderr: {err:?}"
+    );
 }

@@ -489,11 +489,18 @@ struct RawMcp {
 }
 
 impl RawMcp {
+    /// `tabwarden mcp` on the shared Chromium.
     async fn start() -> RawMcp {
         let ws =
             cdp_transport::launcher::shared_chrome().unwrap_or_else(|e| panic!("no Chromium: {e}"));
+        RawMcp::spawn(&["mcp", "--cdp-url", &ws])
+    }
+
+    /// `tabwarden ARGS` with piped stdin/stdout.
+    fn spawn(args: &[&str]) -> RawMcp {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tabwarden"))
-            .args(["mcp", "--cdp-url", &ws])
+            .env_remove("TABWARDEN_CDP_URL")
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
@@ -528,6 +535,34 @@ impl RawMcp {
                 .unwrap_or_else(|e| panic!("read stdout: {e}"))
                 .unwrap_or_else(|| panic!("stdout closed"));
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line}"))
+    }
+
+    /// `initialize` (id 1) and `notifications/initialized`.
+    async fn initialize(&mut self) {
+        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+        let init = self.recv_id(json!(1)).await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "tabwarden", "{init}");
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+    }
+
+    /// Closes stdin and waits (bounded) for the exit; returns the status,
+    /// how long it took and the lines written after the last `recv`.
+    async fn close(mut self) -> (std::process::ExitStatus, std::time::Duration, Vec<String>) {
+        drop(self.stdin);
+        let t0 = std::time::Instant::now();
+        let status = tokio::time::timeout(std::time::Duration::from_secs(20), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("tabwarden mcp did not exit within 20 s of stdin EOF"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let took = t0.elapsed();
+        let mut rest = Vec::new();
+        while let Ok(Ok(Some(l))) =
+            tokio::time::timeout(std::time::Duration::from_secs(5), self.stdout.next_line()).await
+        {
+            rest.push(l);
+        }
+        (status, took, rest)
     }
 
     /// The next reply, which must answer `id`.
@@ -617,6 +652,270 @@ async fn a_line_that_is_not_json_gets_32700_and_bad_tools_call_params_get_32602(
         .unwrap_or_else(|_| panic!("tabwarden mcp did not exit on stdin EOF"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(status.success(), "{status}");
+}
+
+/// The `-32600`/`-32602` reply to `line`, which must carry `id`.
+async fn error_reply(mcp: &mut RawMcp, line: &str, code: i64, id: Value) -> Value {
+    mcp.send(line).await;
+    let e = mcp.recv().await;
+    assert_eq!(e["jsonrpc"], "2.0", "{line}: {e}");
+    assert_eq!(
+        e.get("id"),
+        Some(&id),
+        "{line}: the reply must carry id {id}: {e}"
+    );
+    assert_eq!(e["error"]["code"], code, "{line}: {e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{e}"
+    );
+    e
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_that_is_no_valid_request_gets_an_error_carrying_its_id() {
+    let mut mcp = RawMcp::start().await;
+    // Before initialize: an initialize whose params do not decode.
+    let e = error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
+        -32602,
+        json!(0),
+    )
+    .await;
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains("initialize") && m.contains("missing field"),
+        "{e}"
+    );
+    mcp.initialize().await;
+
+    // Found by a tester: rmcp answered these without an id.
+    let e = error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":36,"method":"tools/call","params":"str"}"#,
+        -32602,
+        json!(36),
+    )
+    .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("tools/call") && m.contains("must be an object")),
+        "{e}"
+    );
+    error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":100}"#,
+        -32600,
+        json!(100),
+    )
+    .await;
+    let e = error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"1.0","id":37,"method":"ping"}"#,
+        -32600,
+        json!(37),
+    )
+    .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"2.0\"")),
+        "{e}"
+    );
+    // After initialize, an initialize with bad params: -32602, not -32601.
+    error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":38,"method":"initialize","params":{}}"#,
+        -32602,
+        json!(38),
+    )
+    .await;
+    error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":"s","method":"ping","params":5}"#,
+        -32602,
+        json!("s"),
+    )
+    .await;
+    error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":39,"method":["tools/list"]}"#,
+        -32600,
+        json!(39),
+    )
+    .await;
+    error_reply(
+        &mut mcp,
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+        -32600,
+        json!(1.5),
+    )
+    .await;
+    // Ids that cannot be read (or that MCP forbids): id null.
+    for line in [
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        r#"{"foo":1}"#,
+        r#"42"#,
+        r#"[]"#,
+    ] {
+        error_reply(&mut mcp, line, -32600, Value::Null).await;
+    }
+    // A batch: one -32600 per request, with its id; the notification gets none.
+    mcp.send(r#"[{"jsonrpc":"2.0","id":40,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]"#).await;
+    let b = mcp.recv().await;
+    let items = b.as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 2, "{b}");
+    assert_eq!(
+        (items[0]["id"].clone(), items[1]["id"].clone()),
+        (json!(40), json!("b")),
+        "{b}"
+    );
+    for i in &items {
+        assert_eq!(i["error"]["code"], -32600, "{b}");
+        assert!(
+            i["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("batches are not supported")),
+            "{b}"
+        );
+    }
+    // A notification that does not decode gets no reply: the next reply is ping's.
+    mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#)
+        .await;
+    mcp.send(r#"{"jsonrpc":"2.0","id":41,"method":"ping"}"#)
+        .await;
+    let pong = mcp.recv_id(json!(41)).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    // Still serving tools.
+    mcp.send(r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"browser_evaluate","arguments":{"expression":"6 * 7"}}}"#).await;
+    let ok = mcp.recv_id(json!(42)).await;
+    assert_eq!(ok["result"]["structuredContent"]["value"], 42, "{ok}");
+    let (status, _, _) = mcp.close().await;
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_eof_stops_a_running_call_and_the_server_exits_promptly() {
+    let mut mcp = RawMcp::start().await;
+    mcp.initialize().await;
+    mcp.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"browser_navigate","arguments":{"url":"data:text/html,<title>eof</title>"}}}"#).await;
+    let nav = mcp.recv_id(json!(2)).await;
+    assert_eq!(
+        nav["result"]["structuredContent"]["status"], "loaded",
+        "{nav}"
+    );
+    mcp.send(r#"{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"browser_evaluate","arguments":{"expression":"new Promise(() => {})","timeout_ms":60000}}}"#).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    // The hung call answers "stopped" once stdin closes; the server exits
+    // without rmcp's 5 s drain (it took 5.1 s before).
+    let (status, took, rest) = mcp.close().await;
+    println!("stdin EOF during a hung evaluate: exit after {took:?}");
+    assert!(status.success(), "{status}");
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}");
+    let reply: Value = rest
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["id"] == 50)
+        .unwrap_or_else(|| panic!("no reply to the running call: {rest:?}"));
+    let err = &reply["result"]["structuredContent"]["error"];
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(
+        err["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stopped") && m.contains("stdin")),
+        "{reply}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cdp_url_still_answers_initialize_and_connects_when_it_comes_up() {
+    // A loopback port with nothing behind it (yet).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let t0 = std::time::Instant::now();
+    let mut mcp = RawMcp::spawn(&["mcp", "--cdp-url", &url, "--connect-timeout-ms", "3000"]);
+    mcp.initialize().await;
+    println!(
+        "initialize answered {:?} after start with an unreachable --cdp-url",
+        t0.elapsed()
+    );
+    mcp.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"browser_tabs","arguments":{}}}"#).await;
+    let r = mcp.recv_id(json!(2)).await;
+    let err = &r["result"]["structuredContent"]["error"];
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(err["code"], "browser_closed", "{r}");
+    assert!(
+        err["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--cdp-url")),
+        "{r}"
+    );
+    assert!(
+        err["next_step"]
+            .as_str()
+            .is_some_and(|m| m.contains("tries to connect again")),
+        "{r}"
+    );
+
+    // The browser comes up on that port (a forwarder to the shared Chromium):
+    // the next call connects.
+    let ws =
+        cdp_transport::launcher::shared_chrome().unwrap_or_else(|e| panic!("no Chromium: {e}"));
+    let chrome_port: u16 = ws
+        .split(':')
+        .nth(2)
+        .and_then(|p| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {ws}"));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap_or_else(|e| panic!("bind {port}: {e}"));
+    let forwarder = tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut out) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", chrome_port)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    mcp.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"browser_evaluate","arguments":{"expression":"6 * 7"}}}"#).await;
+    let ok = mcp.recv_id(json!(3)).await;
+    assert_eq!(ok["result"]["structuredContent"]["value"], 42, "{ok}");
+    let (status, took, _) = mcp.close().await;
+    println!("exit after stdin EOF (its tab closed first): {took:?}");
+    assert!(status.success(), "{status}");
+    forwarder.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_does_not_wait_for_a_cdp_url_that_never_answers() {
+    // Bound, never accepted: the kernel completes TCP handshakes into the
+    // backlog and nothing ever answers the WebSocket upgrade.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = silent.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+    let url = format!("ws://127.0.0.1:{port}/devtools/browser/silent");
+    let t0 = std::time::Instant::now();
+    let mut mcp = RawMcp::spawn(&["mcp", "--cdp-url", &url]);
+    mcp.initialize().await;
+    let took = t0.elapsed();
+    println!("initialize answered {took:?} after start; the connect (10 s bound) still runs");
+    // The connect's bound is 10 s; initialize came without it.
+    assert!(took < std::time::Duration::from_secs(7), "{took:?}");
+    let (status, took, _) = mcp.close().await;
+    println!("exit {status} {took:?} after stdin EOF with the connect still running");
+    assert!(status.success(), "{status}");
+    drop(silent);
 }
 
 // ------------------------------------------------------- relaunch
@@ -749,6 +1048,20 @@ async fn the_chromium_it_launched_is_relaunched_on_the_next_call_after_it_died()
     assert!(
         chromium_child_of(server_pid).is_none(),
         "no relaunch past the limit"
+    );
+    // The dead Chromium is reaped while the server runs on (it stayed a
+    // zombie until the server exited).
+    let t2 = std::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{second}")).exists() {
+        assert!(
+            t2.elapsed() < std::time::Duration::from_secs(10),
+            "Chromium {second} is still a zombie 10 s after browser_closed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    println!(
+        "dead Chromium reaped {:?} after browser_closed",
+        t2.elapsed()
     );
     client
         .cancel()

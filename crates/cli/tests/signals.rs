@@ -177,14 +177,55 @@ fn bad_arguments_exit_2_before_a_browser_is_used() {
         &["screenshot", "about:blank", "-o", "/nonexistent/dir/x.png"],
         "/nonexistent/dir",
     );
+    usage_error(&["eval", "http://[::1", "1"], "invalid IPv6");
+    usage_error(&["snapshot", "chrome://version"], "scheme \"chrome\"");
+    usage_error(&["snapshot", "http://"], "not a valid URL");
     // Without --cdp-url: still exit 2, and quickly (no Chromium launched).
-    let start = Instant::now();
+    for args in [
+        &["eval", "/nonexistent/page.html", "1"][..],
+        &["snapshot", "http://[::1"][..],
+        &["screenshot", "ftp://example.com/", "-o", "/tmp/x.png"][..],
+    ] {
+        let start = Instant::now();
+        let out = bin().args(args).output().unwrap_or_else(|e| panic!("{e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("cdp_error"), "{args:?}: {err}");
+        assert!(start.elapsed() < Duration::from_secs(5), "{args:?}");
+    }
+}
+
+#[test]
+fn a_bad_cdp_url_is_a_usage_error_for_every_command() {
+    for args in [
+        &["snapshot", "--cdp-url", "notaurl", "X"][..],
+        &["eval", "--cdp-url", "ftp://127.0.0.1/", "about:blank", "1"][..],
+        &[
+            "screenshot",
+            "--cdp-url",
+            "http://[::1",
+            "about:blank",
+            "-o",
+            "/tmp/x.png",
+        ][..],
+        &["demo", "--cdp-url", "ws://"][..],
+        &["mcp", "--cdp-url", "wss://user:secret@?apiKey=secret"][..],
+    ] {
+        let start = Instant::now();
+        let out = bin().args(args).output().unwrap_or_else(|e| panic!("{e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--cdp-url"), "{args:?}: {err}");
+        assert!(!err.contains("secret"), "{args:?}: {err}");
+        assert!(start.elapsed() < Duration::from_secs(5), "{args:?}");
+    }
+    // TABWARDEN_CDP_URL is checked the same way.
     let out = bin()
-        .args(["eval", "/nonexistent/page.html", "1"])
+        .env("TABWARDEN_CDP_URL", "notaurl")
+        .args(["eval", "about:blank", "1"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.status.code(), Some(2));
-    assert!(start.elapsed() < Duration::from_secs(5));
 }
 
 #[test]
