@@ -53,17 +53,17 @@ fn schema_of<T: JsonSchema>() -> Value {
 
 pub(crate) fn description(name: &str) -> &'static str {
     match name {
-        "browser_navigate" => "Load a URL in the current tab. Returns when the page has loaded, or at once with status \"dialog_opened\" and the dialog when a native dialog blocks the load (answer it with browser_dialog).",
-        "browser_snapshot" => "The page as accessibility text with refs (`- button \"OK\" [ref=e3]`; cross-site iframes inlined), plus pending_dialogs, recent_dialogs, frame_tree (frame ids, oopif flags), console_errors and supervisor health. Call it first and after every navigation; refs come from the latest snapshot. While a dialog is pending it still answers, without the accessibility text.",
+        "browser_navigate" => "Load a URL in the current tab. Returns when the page has loaded (status \"loaded\", with a note when the document is ready but a subresource still loads at timeout_ms), or at once with status \"dialog_opened\" and the dialog when a native dialog blocks the load (answer it with browser_dialog). A server that never answers is given up at timeout_ms and the tab stays on its previous page.",
+        "browser_snapshot" => "The page as accessibility text with refs (`- button \"OK\" [ref=e3]`; cross-site iframes inlined), plus pending_dialogs, recent_dialogs, frame_tree (frame ids, oopif flags), console_errors and supervisor health. Call it first and after every navigation; refs come from the latest snapshot. While a dialog is pending it still answers, without the accessibility text. On a large page the text is cut at 48 KiB: interactive_only: true keeps only buttons, links, form fields and iframes.",
         "browser_click" => "Click an element by ref from the latest browser_snapshot. If the click opens a dialog, returns status \"dialog_opened\" with it.",
         "browser_type" => "Type text into an element (input, textarea, contenteditable) by ref; `submit: true` presses Enter afterwards.",
         "browser_press_key" => "Press one key (KeyboardEvent.key names: Enter, Tab, Escape, ArrowDown, a, ...), optionally focusing a ref first.",
         "browser_evaluate" => "Run a JavaScript expression in the page (or in `frame_id`'s frame, cross-site iframes included), or a function `el => ...` on a ref's element. Promises are awaited. A script still running after timeout_ms (default 20000) is terminated and the tab stays usable.",
-        "browser_dialog" => "Answer a pending native dialog (alert/confirm/prompt/beforeunload): action accept or dismiss, prompt_text for prompts. With several pending, pass dialog_id.",
-        "browser_cdp" => "Send a raw Chrome DevTools Protocol command on the page session, or on a cross-site iframe's own session with frame_id (a frame with oopif: true in frame_tree).",
+        "browser_dialog" => "Answer a pending native dialog (alert/confirm/prompt/beforeunload): action accept or dismiss, prompt_text for prompts. With several pending, pass dialog_id. Accepting a beforeunload waits for the navigation it releases and returns its url.",
+        "browser_cdp" => "Send a raw Chrome DevTools Protocol command on the page session, or on a cross-site iframe's own session with frame_id (a frame with oopif: true in frame_tree). When the server runs with evaluate disabled, only methods that cannot run script are accepted (reads such as DOM.getDocument, Page.getFrameTree; the error lists them).",
         "browser_screenshot" => "Capture the viewport (or the full page) as PNG or JPEG.",
         "browser_console" => "Console errors, failed asserts and uncaught exceptions of the current tab, newest last.",
-        "browser_tabs" => "List tabs, open a new one, select one for the other tools, or close one.",
+        "browser_tabs" => "List tabs, open a new one (its url is loaded as browser_navigate loads it, with the same status and dialog), select one for the other tools, or close one.",
         _ => "",
     }
 }

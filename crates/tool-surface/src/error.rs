@@ -147,8 +147,10 @@ impl ToolError {
         let mut e = Self::new(
             ErrorCode::DialogPending,
             format!(
-                "a {} dialog ({}) blocks the page, so {tool} cannot run: {:?}",
-                dialog.kind, dialog.id, dialog.message
+                "{} dialog ({}) blocks the page, so {tool} cannot run: {:?}",
+                a_dialog_kind(&dialog.kind),
+                dialog.id,
+                dialog.message
             ),
         );
         e.next_step = Some(format!(
@@ -193,6 +195,15 @@ impl ToolError {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({ "error": self })
     }
+}
+
+/// `"an alert"`, `"a confirm"`, …: the dialog kind with its article.
+pub(crate) fn a_dialog_kind(kind: &str) -> String {
+    let vowel = kind
+        .chars()
+        .next()
+        .is_some_and(|c| "aeiouAEIOU".contains(c));
+    format!("{} {kind}", if vowel { "an" } else { "a" })
 }
 
 /// The crate's Rust error (setting up [`crate::Tools`]; tool calls themselves

@@ -54,8 +54,10 @@
 //!
 //! ### Shared objects
 //!
-//! * dialog: `{id: "d-N", type: "alert"|"confirm"|"prompt"|"beforeunload"|"unknown", message, default_prompt?, frame_id?, url?}`
-//!   (`unknown`: the browser's event had no or an unrecognised type; answer it like any other)
+//! * dialog: `{id: "d-N", type: "alert"|"confirm"|"prompt"|"beforeunload"|"unknown", message, default_prompt?, frame_id?, url?, message_truncated?: true}`
+//!   (`unknown`: the browser's event had no or an unrecognised type; answer it like any other;
+//!   `message_truncated`: the message is at Chromium's cap of 10,240 UTF-16 code units, so
+//!   Chromium probably cut it before CDP carried it)
 //! * closed dialog: `{id, type, message, closed_by: "agent"|"auto_policy"|"watchdog"|"remote", accepted?, user_input?}`
 //! * frame: `{frame_id, url, name?, oopif?: true, children?: [frame]}` (`oopif` and
 //!   `children` absent when false / empty)
@@ -64,23 +66,54 @@
 //!
 //! | tool | arguments | response |
 //! |---|---|---|
-//! | `browser_navigate` | `{url, timeout_ms?}` | `{url, status: "loaded"\|"dialog_opened", title?, dialog?}` |
-//! | `browser_snapshot` | `{timeout_ms?}` | `{schema_version, url, snapshot?, note?, pending_dialogs: [dialog], recent_dialogs?: [closed dialog], frame_tree: {top: frame, truncated?}, console_errors: n, supervisor: {active, reason?}}` |
+//! | `browser_navigate` | `{url, timeout_ms?}` | `{url, status: "loaded"\|"dialog_opened", title?, dialog?, note?}` |
+//! | `browser_snapshot` | `{interactive_only?, timeout_ms?}` | `{schema_version, url, snapshot?, note?, pending_dialogs: [dialog], recent_dialogs?: [closed dialog], frame_tree: {top: frame, truncated?}, console_errors: n, supervisor: {active, reason?}}` |
 //! | `browser_click` | `{ref, timeout_ms?}` | `{status: "done"\|"dialog_opened", ref, dialog?}` |
 //! | `browser_type` | `{ref, text, submit?, timeout_ms?}` | as click |
 //! | `browser_press_key` | `{key, ref?, timeout_ms?}` | as click |
 //! | `browser_evaluate` | `{expression, ref?, frame_id?, timeout_ms?}` | `{value, type, truncated?, elapsed_ms}` |
-//! | `browser_dialog` | `{action: "accept"\|"dismiss", prompt_text?, dialog_id?}` | `{dialog, action, pending_dialogs}` |
+//! | `browser_dialog` | `{action: "accept"\|"dismiss", prompt_text?, dialog_id?}` | `{dialog, action, pending_dialogs, url?, note?}` |
 //! | `browser_cdp` | `{method, params?, frame_id?, timeout_ms?}` | `{result}` |
 //! | `browser_screenshot` | `{format?: "png"\|"jpeg", full_page?, timeout_ms?}` | `{mime_type, bytes, data (base64)}` |
 //! | `browser_console` | `{limit?}` | `{errors: [{kind, text, url?}], total}` |
-//! | `browser_tabs` | `{action?: "list"\|"new"\|"select"\|"close", tab_id?, url?}` | `{tabs: [{tab_id, url, title, current?}]}` |
+//! | `browser_tabs` | `{action?: "list"\|"new"\|"select"\|"close", tab_id?, url?}` | `{tabs: [{tab_id, url, title, current?}], status?, dialog?, note?}` |
+//!
+//! `browser_navigate` (and `browser_tabs new` with a `url`, which loads it
+//! the same way and reports the same `status`, `dialog` and `note`):
+//!
+//! * refuses `javascript:` URLs, and with evaluate disabled `data:`, `blob:`
+//!   and `filesystem:` URLs (`invalid_argument`, `field: "url"`): their
+//!   documents are written by the caller, so their scripts would be the
+//!   agent's own;
+//! * reports the URL and title of the document its own navigation
+//!   committed, read after that document's load (a load event of the page
+//!   before is ignored); a `Page.navigate` that Chromium aborts because
+//!   another commit was still in flight is sent once more;
+//! * gives up on a navigation that has not committed by `timeout_ms` (a
+//!   server that accepts and never answers) with `timeout`, after
+//!   `Page.stopLoading`: the tab stays on its previous page and answers at
+//!   once (until a pending navigation ends Chromium holds every
+//!   renderer-bound command of the tab);
+//! * when the document is ready (DOMContentLoaded) but its load event has
+//!   not fired by `timeout_ms` (a subresource that never loads), returns
+//!   `status: "loaded"` with a `note` saying so; a document still being
+//!   parsed is a `timeout` saying so; a page busy in a script at the
+//!   deadline has the script stopped (`Runtime.terminateExecution`) and the
+//!   `timeout` says so only when the page answered again afterwards.
+//!
+//! `browser_dialog` accepting a `beforeunload` of the tab waits (within its
+//! budget) for the navigation it released to commit and gives its `url`
+//! (or a `note` when it did not commit).
 //!
 //! The `snapshot` text is the refs crate's text form
 //! ([`evaluate::refs`]): one line per node, indented two spaces per level,
 //! `- role "name" [states] [ref=eN] [nth=N]` (`: "text"` for folded text),
-//! capped at 48 KiB with a marker line. Content of every iframe (cross-site
-//! ones included) is inlined under its `Iframe` line. Refs stay valid across
+//! capped at 48 KiB with a marker line (and a `note`: refs past the cut are
+//! not usable, `interactive_only: true` gives a shorter text with the refs
+//! of the interactive elements; a cut ref is `unknown_ref` saying so).
+//! Content of every iframe (cross-site ones included) is inlined under its
+//! `Iframe` line. A ref the snapshot showed `[disabled]` that is still
+//! disabled when clicked, typed into or focused is `not_interactable`. Refs stay valid across
 //! calls until the next `browser_snapshot` of the tab (each tab keeps its
 //! own); a ref whose document changed gives `stale_ref`, one not in the
 //! latest snapshot `unknown_ref`. Clicks, typing and keys are real input
@@ -114,16 +147,22 @@
 //!
 //! A tab closed elsewhere (another client, the user) gives `browser_closed`
 //! "the tab was closed (…)" with `next_step` `browser_tabs`; a lost
-//! connection gives `browser_closed` naming it. When the supervisor
+//! connection gives `browser_closed` naming it, from every tool
+//! (`browser_snapshot` and `browser_tabs` included: what they would show is
+//! stale). When the supervisor
 //! reconnects (see [`ToolsConfig::reconnect_attempts`]) the tools work again
 //! on its new connection; refs from before are `stale_ref`.
 //!
-//! `browser_cdp` refuses script-running methods (`Runtime.evaluate`,
-//! `Runtime.callFunctionOn`, `Runtime.compileScript`, `Runtime.runScript`,
-//! `Page.addScriptToEvaluateOnNewDocument`, `Debugger.*`, ...) with
-//! `evaluate_disabled` when the server runs with evaluate disabled. With
-//! `frame_id` of a same-process frame it fails with `not_oopif`: use
-//! `browser_evaluate` with that `frame_id` instead.
+//! With evaluate disabled, `browser_cdp` takes only the methods that cannot
+//! run script (reads such as `DOM.getDocument`, `Page.getFrameTree`,
+//! `Accessibility.getFullAXTree`, `Page.captureScreenshot`, plus
+//! `Page.stopLoading`, `Page.bringToFront`, `Page.handleJavaScriptDialog`
+//! and `Page.navigate` to a URL `browser_navigate` would load); every other
+//! method is `evaluate_disabled`: too many raw methods run script of the
+//! caller's choosing in some way (`Runtime.*`, `DOM.setOuterHTML` with an
+//! inline handler, `Page.reload`'s `scriptToEvaluateOnLoad`, …) for a deny
+//! list to be sound. With `frame_id` of a same-process frame it fails with
+//! `not_oopif`: use `browser_evaluate` with that `frame_id` instead.
 //!
 //! ## Example
 //!

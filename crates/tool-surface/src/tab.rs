@@ -18,6 +18,7 @@ use crate::types::{
 use cdp_transport::{Budget, Connection, FrameId, SessionCloseReason, TargetId};
 use evaluate::refs::{AxSnapshotter, RefMap};
 use evaluate::{Engine, EngineConfig, EvalTarget};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use supervisor::{
@@ -35,6 +36,29 @@ const CLOSE_CONFIRM: Duration = Duration::from_millis(500);
 /// Bound on `Page.bringToFront` before input events (see [`Tab::to_front`]).
 const FRONT_BUDGET: Duration = Duration::from_millis(1000);
 
+/// Bound on the live `Accessibility.getPartialAXTree` check of a ref the
+/// latest snapshot showed disabled (see [`Tab::refuse_disabled`]).
+const DISABLED_CHECK: Duration = Duration::from_millis(1000);
+
+/// Chromium 156 cuts a dialog's message to this many UTF-16 code units
+/// before `Page.javascriptDialogOpening` carries it (measured: a 20,000
+/// character `alert` arrives with 10,240; 6,000 emoji arrive as 5,120).
+pub(crate) const CHROMIUM_DIALOG_MESSAGE_CAP: usize = 10_240;
+
+/// What the latest snapshot of a tab left out or marked, kept beside its
+/// ref map for the errors of the ref tools.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SnapshotFacts {
+    /// Refs of the whole AX tree that the rendered text left out (cut by the
+    /// size cap, or not interactive under `interactive_only`).
+    pub left_out: HashSet<String>,
+    /// True when the text was cut at its size cap.
+    pub truncated: bool,
+    /// True when the snapshot was taken with `interactive_only`.
+    pub interactive_only: bool,
+    /// Refs whose AX node was disabled when the snapshot was taken.
+    pub disabled: HashSet<String>,
+}
 /// The engine and the snapshotter of a tab, on the connection of one
 /// supervisor generation (see [`supervisor::SupervisorView::generation`]).
 struct Parts {
@@ -55,6 +79,8 @@ pub(crate) struct Tab {
     rebuild: tokio::sync::Mutex<()>,
     /// The ref map of the latest snapshot; `None` before the first one.
     refs: Mutex<Option<RefMap>>,
+    /// What the latest snapshot left out or marked (with `refs`).
+    facts: Mutex<SnapshotFacts>,
     /// Set when the ref map was dropped because the parts were rebuilt.
     refs_dropped: Mutex<Option<String>>,
 }
@@ -98,6 +124,7 @@ impl Tab {
             engine_config,
             rebuild: tokio::sync::Mutex::new(()),
             refs: Mutex::new(None),
+            facts: Mutex::new(SnapshotFacts::default()),
             refs_dropped: Mutex::new(None),
         }))
     }
@@ -330,15 +357,127 @@ impl Tab {
         self.refs.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Replaces the ref map (a new snapshot was rendered).
-    pub fn store_refs(&self, refs: RefMap) {
+    /// Replaces the ref map (a new snapshot was rendered) and what that
+    /// snapshot left out or marked.
+    pub fn store_refs(&self, refs: RefMap, facts: SnapshotFacts) {
         *self.refs.lock().unwrap_or_else(|p| p.into_inner()) = Some(refs);
+        *self.facts.lock().unwrap_or_else(|p| p.into_inner()) = facts;
         *self.refs_dropped.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    /// The ref map, or `unknown_ref` naming `ref_id` when no snapshot was
-    /// taken yet (`stale_ref` when the map was dropped after a reconnect).
+    fn facts(&self) -> SnapshotFacts {
+        self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The ref map holding `ref_id`. Errors:
+    /// * `unknown_ref` when no snapshot was taken yet;
+    /// * `stale_ref` when the map was dropped after a reconnect;
+    /// * `unknown_ref` saying so when the latest snapshot left the ref out
+    ///   (its text was cut at the size cap, or `interactive_only` dropped
+    ///   the node), with a next step that gets a usable ref;
+    /// * `unknown_ref` when the latest snapshot has no such ref.
     pub fn refs_for(&self, ref_id: &str) -> Result<RefMap, ToolError> {
+        let map = self.refs_map_for(ref_id)?;
+        if map.get(ref_id).is_some() {
+            return Ok(map);
+        }
+        let facts = self.facts();
+        if facts.left_out.contains(ref_id) {
+            let (why, next) = if facts.truncated && !facts.interactive_only {
+                (
+                    format!("the latest snapshot's text was cut at its {} KiB cap and ref {ref_id:?} was past the cut, so it was left out", crate::tools::MAX_SNAPSHOT_BYTES / 1024),
+                    "call browser_snapshot with {\"interactive_only\": true}: a shorter text that keeps the refs of buttons, links and form fields".to_string(),
+                )
+            } else if facts.truncated {
+                (
+                    format!("the latest snapshot (interactive_only) was still cut at its {} KiB cap and ref {ref_id:?} was past the cut", crate::tools::MAX_SNAPSHOT_BYTES / 1024),
+                    "the page is too large for one snapshot: reach the element with browser_evaluate (document.querySelector) or browser_cdp (DOM.querySelector), or navigate to a smaller part of the site".to_string(),
+                )
+            } else {
+                (
+                    format!("the latest snapshot was taken with interactive_only, which leaves out ref {ref_id:?} (not an interactive element)"),
+                    "call browser_snapshot without interactive_only to get the refs of every node".to_string(),
+                )
+            };
+            return Err(ToolError::new(
+                ErrorCode::UnknownRef,
+                format!("ref {ref_id:?} is not usable: {why}"),
+            )
+            .next(next));
+        }
+        Err(ToolError::new(
+            ErrorCode::UnknownRef,
+            format!("no ref {ref_id:?} in the latest snapshot"),
+        )
+        .next("call browser_snapshot and use a ref from it (refs look like e3)"))
+    }
+
+    /// Refuses a ref the latest snapshot showed disabled (AX `disabled`)
+    /// when it is still disabled now: one `Accessibility.getPartialAXTree`
+    /// on the ref's session (at most [`DISABLED_CHECK`] of `budget`), sent
+    /// only for refs the snapshot marked. A control enabled since the
+    /// snapshot, a ref without a backend node, or a check that fails goes
+    /// ahead (the action reports its own errors).
+    ///
+    /// # Errors
+    /// `not_interactable` naming the ref and saying it is disabled.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn refuse_disabled(
+        &self,
+        refs: &RefMap,
+        ref_id: &str,
+        tool: &str,
+        budget: &Budget,
+    ) -> Result<(), ToolError> {
+        if !self.facts().disabled.contains(ref_id) {
+            return Ok(());
+        }
+        let Some(entry) = refs.get(ref_id) else {
+            return Ok(());
+        };
+        let Some(backend) = entry.backend_node_id else {
+            return Ok(());
+        };
+        let r = entry
+            .session()
+            .call(
+                "Accessibility.getPartialAXTree",
+                serde_json::json!({"backendNodeId": backend.0, "fetchRelatives": false}),
+                budget.child(DISABLED_CHECK),
+            )
+            .await;
+        let Ok(v) = r else {
+            return Ok(());
+        };
+        let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+        let node = nodes
+            .iter()
+            .find(|n| n["backendDOMNodeId"].as_i64() == Some(backend.0))
+            .or_else(|| nodes.first());
+        let disabled = node
+            .and_then(|n| n["properties"].as_array())
+            .is_some_and(|props| {
+                props
+                    .iter()
+                    .any(|p| p["name"] == "disabled" && p["value"]["value"].as_bool() == Some(true))
+            });
+        if !disabled {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::NotInteractable,
+            format!(
+                "ref {ref_id} ({} {:?}) is disabled, so {tool} would have no effect",
+                entry.role, entry.name
+            ),
+        )
+        .next("do what enables it first (fill the form fields it needs, tick a checkbox), call browser_snapshot, then retry; or pick another ref"))
+    }
+
+    /// The ref map, or the error for a tab without one (see [`Tab::refs_for`]).
+    fn refs_map_for(&self, ref_id: &str) -> Result<RefMap, ToolError> {
         self.refs().ok_or_else(|| {
             match self
                 .refs_dropped
@@ -658,6 +797,7 @@ impl Tab {
                 default_prompt: info.default_prompt.clone(),
                 frame_id: info.frame_id.as_ref().map(|f| f.as_str().to_string()),
                 url: info.url.clone(),
+                message_truncated: message_at_cap(&info.message),
             },
         }
     }
@@ -686,7 +826,14 @@ pub(crate) fn dialog_view(d: &PendingDialog) -> DialogView {
         default_prompt: d.default_prompt.clone(),
         frame_id: d.frame_id.as_ref().map(|f| f.as_str().to_string()),
         url: Some(d.url.clone()).filter(|u| !u.is_empty()),
+        message_truncated: message_at_cap(&d.message),
     }
+}
+
+/// True when a dialog message is at [`CHROMIUM_DIALOG_MESSAGE_CAP`] (so
+/// Chromium probably cut it).
+pub(crate) fn message_at_cap(message: &str) -> bool {
+    message.encode_utf16().count() >= CHROMIUM_DIALOG_MESSAGE_CAP
 }
 
 pub(crate) fn closed_view(c: &ClosedDialog) -> ClosedDialogView {
@@ -717,13 +864,29 @@ pub(crate) fn map_transport(e: &cdp_transport::Error, what: &str) -> ToolError {
 /// Maps a supervisor error (by its `code()`) to the agent's error.
 pub(crate) fn map_supervisor(e: &supervisor::Error, what: &str) -> ToolError {
     match e.code() {
-        "no_dialog" | "unknown_dialog" => ToolError::new(ErrorCode::NoDialog, e.to_string())
+        // The supervisor's text starts with its code ("no_dialog: …"); the
+        // agent sees the code in `code` already.
+        "no_dialog" | "unknown_dialog" => ToolError::new(
+            ErrorCode::NoDialog,
+            e.to_string()
+                .strip_prefix("no_dialog: ")
+                .map(str::to_string)
+                .unwrap_or_else(|| e.to_string()),
+        )
             .next("call browser_snapshot: pending_dialogs lists what can be answered, recent_dialogs what was closed already"),
         // `candidates` is filled by the caller from the view (it has the whole dialogs).
         "ambiguous_dialog" => ToolError::new(ErrorCode::AmbiguousDialog, e.to_string())
             .next("call browser_dialog again with dialog_id set to one of candidates[].id"),
-        "unknown_frame" => ToolError::new(ErrorCode::UnknownFrame, format!("{what}: {e}"))
-            .next("call browser_snapshot and use a frame_id from its frame_tree"),
+        "unknown_frame" => {
+            let msg = match e {
+                supervisor::Error::UnknownFrame { frame_id } => format!(
+                    "{what}: frame {frame_id} is not in the frame tree (it was removed, or its page navigated)"
+                ),
+                _ => format!("{what}: {e}"),
+            };
+            ToolError::new(ErrorCode::UnknownFrame, msg)
+                .next("call browser_snapshot and use a frame_id from its frame_tree")
+        }
         "same_process_frame" => ToolError::new(
             ErrorCode::NotOopif,
             format!("{what}: {e}"),
@@ -778,8 +941,16 @@ pub(crate) fn map_eval(e: &evaluate::Error, what: &str) -> ToolError {
         "js_exception" => ToolError::new(ErrorCode::ScriptError, format!("the script threw: {e}"))
             .next("fix the expression and call browser_evaluate again"),
         "evaluate_disabled" => evaluate_disabled(what),
-        "unknown_frame" => ToolError::new(ErrorCode::UnknownFrame, format!("{what}: {e}"))
-            .next("call browser_snapshot and use a frame_id from its frame_tree"),
+        "unknown_frame" => ToolError::new(
+            ErrorCode::UnknownFrame,
+            match e {
+                evaluate::Error::UnknownFrame { frame_id, .. } => format!(
+                    "{what}: frame {frame_id} is not in the frame tree (it was removed, or its page navigated)"
+                ),
+                _ => format!("{what}: {e}"),
+            },
+        )
+        .next("call browser_snapshot and use a frame_id from its frame_tree"),
         "dialog_opened" => ToolError::new(ErrorCode::DialogPending, format!("{what}: {e}"))
             .next("call browser_snapshot to see pending_dialogs, answer with browser_dialog"),
         _ => match e {
@@ -805,9 +976,58 @@ pub(crate) fn evaluate_disabled(what: &str) -> ToolError {
 
 #[cfg(test)]
 mod tests {
-    use super::{map_eval, map_supervisor};
+    use super::{map_eval, map_supervisor, message_at_cap};
     use crate::ErrorCode;
     use std::time::Duration;
+
+    #[test]
+    fn dialog_messages_at_chromiums_cap_count_utf16_units() {
+        assert!(message_at_cap(&"x".repeat(10_240)));
+        assert!(!message_at_cap(&"x".repeat(10_239)));
+        // 5,120 emoji are 10,240 UTF-16 code units: what Chromium cuts 6,000 to.
+        assert!(message_at_cap(&"\u{1F600}".repeat(5_120)));
+        assert!(!message_at_cap("short"));
+    }
+
+    #[test]
+    fn messages_do_not_repeat_the_code_or_name_internal_calls() {
+        let t = map_supervisor(
+            &supervisor::Error::NoDialog { recent: vec![] },
+            "browser_dialog",
+        );
+        assert!(
+            t.message.starts_with("no dialog is pending"),
+            "{}",
+            t.message
+        );
+        let t = map_supervisor(
+            &supervisor::Error::UnknownFrame {
+                frame_id: "NOPE".into(),
+            },
+            "browser_cdp",
+        );
+        assert!(!t.message.contains("snapshot()"), "{}", t.message);
+        assert!(t.message.contains("NOPE"), "{}", t.message);
+        let a = crate::error::ToolError::dialog_pending(
+            crate::types::DialogView {
+                id: "d-1".into(),
+                kind: "alert".into(),
+                message: "m".into(),
+                default_prompt: None,
+                frame_id: None,
+                url: None,
+                message_truncated: false,
+            },
+            "browser_click",
+        );
+        assert!(
+            a.message.starts_with("an alert dialog (d-1)"),
+            "{}",
+            a.message
+        );
+        assert_eq!(crate::error::a_dialog_kind("confirm"), "a confirm");
+        assert_eq!(crate::error::a_dialog_kind("unknown"), "an unknown");
+    }
 
     #[test]
     fn evaluate_errors_keep_the_tool_codes_and_say_what_next() {

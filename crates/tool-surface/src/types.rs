@@ -36,6 +36,12 @@ pub struct DialogView {
     /// URL of the document that raised it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// True when `message` is at Chromium's cap and was probably cut:
+    /// Chromium 156 cuts a dialog's message to 10,240 UTF-16 code units
+    /// before it reaches CDP, so the page's full text is not available (a
+    /// message of exactly that length cannot be told apart). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub message_truncated: bool,
 }
 
 /// A dialog that was closed (in `recent_dialogs`).
@@ -116,6 +122,8 @@ pub struct ConsoleEntry {
 #[serde(deny_unknown_fields)]
 pub struct NavigateRequest {
     /// Absolute URL (`http:`, `https:`, `file:`, `data:`, `about:`).
+    /// `javascript:` URLs are refused; so are `data:` and `blob:` URLs when
+    /// the server runs with evaluate disabled.
     pub url: String,
     /// Budget for the whole call in ms, 1..=120000, default 20000.
     #[serde(default, deserialize_with = "integral::opt_u64")]
@@ -137,6 +145,12 @@ pub struct NavigateResponse {
     /// The blocking dialog (`status: dialog_opened`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialog: Option<DialogView>,
+    /// Present with `status: loaded` when the document is ready
+    /// (DOMContentLoaded fired, the page answers) but its load event did not
+    /// fire within `timeout_ms`: a subresource (image, stylesheet, iframe, …)
+    /// is still loading; which one is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 // ---------------------------------------------------------------- snapshot
@@ -146,6 +160,11 @@ pub struct NavigateResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotRequest {
+    /// Only interactive elements (buttons, links, form fields, …) and
+    /// iframes: a much shorter text for a large page whose full snapshot is
+    /// cut at its size cap. Default false.
+    #[serde(default)]
+    pub interactive_only: bool,
     /// Budget for the whole call in ms, 1..=120000, default 20000.
     #[serde(default, deserialize_with = "integral::opt_u64")]
     #[schemars(range(min = 1, max = 120000))]
@@ -315,6 +334,15 @@ pub struct DialogResponse {
     pub action: DialogAction,
     /// Dialogs still pending after this one.
     pub pending_dialogs: Vec<DialogView>,
+    /// After accepting a `beforeunload` dialog of the tab: the URL of the
+    /// page the navigation it released committed (the call waits, within
+    /// its budget, for that commit). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// What became of the released navigation when it did not commit a new
+    /// page in time (still pending, cancelled, failed). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 // ---------------------------------------------------------------- cdp
@@ -432,7 +460,8 @@ pub struct TabsRequest {
     /// The tab for `select` and `close`.
     #[serde(default)]
     pub tab_id: Option<String>,
-    /// URL for `new`.
+    /// URL for `new`, loaded as `browser_navigate` loads it (same checks,
+    /// same `status`); default `about:blank`.
     #[serde(default)]
     pub url: Option<String>,
 }
@@ -456,6 +485,16 @@ pub struct TabView {
 pub struct TabsResponse {
     /// Every page tab of the browser.
     pub tabs: Vec<TabView>,
+    /// With `action: "new"` and a `url`: `loaded` or `dialog_opened`, as
+    /// `browser_navigate` reports it for the new tab. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The dialog that blocks the new tab's page (`status: dialog_opened`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<DialogView>,
+    /// As `browser_navigate`'s `note` (the new page's load event did not fire in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 // ---------------------------------------------------------------- integer arguments
