@@ -178,7 +178,8 @@ enum Command {
         /// Dialog bridge for hosted browsers whose proxy closes native dialogs: off, on or auto.
         #[arg(long, default_value = "off", value_parser = ["off", "on", "auto"])]
         bridge: String,
-        /// Refuse browser_evaluate and script-running browser_cdp methods.
+        /// Refuse page script from the agent: browser_evaluate, browser_cdp
+        /// outside its read-only allowlist, and javascript:/data:/blob: URLs.
         #[arg(long)]
         no_evaluate: bool,
         /// When the Chromium that tabwarden launched itself (no `--cdp-url`)
