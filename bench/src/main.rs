@@ -9,6 +9,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+mod probe;
 mod rows;
 mod table;
 use table::Table;
@@ -29,15 +30,34 @@ impl Mode {
 }
 
 fn main() -> Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(run(Mode { quick }))
+    // Profiling helpers (see probe.rs and docs/profiles/).
+    let rest = args.get(1..).unwrap_or_default();
+    match args.first().map(String::as_str) {
+        Some("probe-eval") => rt.block_on(probe::probe_eval(rest)),
+        Some("probe-snapshot") => rt.block_on(probe::probe_snapshot(rest)),
+        Some("loop-eval") => rt.block_on(probe::loop_eval(rest)),
+        Some("loop-snapshot") => rt.block_on(probe::loop_snapshot(rest)),
+        Some("trace-eval") => rt.block_on(probe::trace_eval(rest)),
+        _ => {
+            // `--only scale,eval,dialog,hung,snapshot,mcp`: just those groups.
+            let only: Option<Vec<String>> = args
+                .iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1))
+                .map(|s| s.split(',').map(str::to_string).collect());
+            rt.block_on(run(Mode { quick }, only))
+        }
+    }
 }
 
-async fn run(mode: Mode) -> Result<()> {
+async fn run(mode: Mode, only: Option<Vec<String>>) -> Result<()> {
+    let want = |g: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == g));
     let chrome = cdp_transport::LaunchedChrome::launch(
         cdp_transport::LaunchOptions::default().offline(true),
     )
@@ -46,12 +66,29 @@ async fn run(mode: Mode) -> Result<()> {
     let ws = chrome.ws_url().to_string();
     let mut table = Table::new(mode.quick);
     // Scale first: the process's RSS is then not inflated by earlier rows.
-    rows::scale(&ws, mode, &mut table).await?;
-    eval_round_trip(&ws, mode, &mut table).await?;
-    rows::dialog_latency(&ws, mode, &mut table).await?;
-    rows::hung_scripts(&ws, mode, &mut table).await?;
-    rows::snapshots(&ws, mode, &mut table).await?;
-    rows::mcp_overhead(&ws, mode, &mut table).await?;
+    if want("scale") {
+        rows::scale(&ws, mode, &mut table).await?;
+    }
+    if want("eval") {
+        eval_round_trip(&ws, mode, &mut table).await?;
+    }
+    if want("dialog") {
+        rows::dialog_latency(&ws, mode, &mut table).await?;
+    }
+    if want("hung") {
+        rows::hung_scripts(&ws, mode, &mut table).await?;
+    }
+    if want("snapshot") {
+        rows::snapshots(&ws, mode, &mut table).await?;
+    }
+    if want("mcp") {
+        rows::mcp_overhead(&ws, mode, &mut table).await?;
+    }
+    if only.is_some() {
+        // A partial table is printed, never saved over the full one.
+        println!("{}", table.render());
+        return Ok(());
+    }
     table.print_and_save()?;
     Ok(())
 }
@@ -171,38 +208,55 @@ async fn eval_round_trip(ws: &str, mode: Mode, table: &mut Table) -> Result<()> 
     }
     let (mut floor, mut ours, mut peer) = (Vec::new(), Vec::new(), Vec::new());
     let (mut eng, mut tool) = (Vec::new(), Vec::new());
-    // Interleave the clients so that drift hits all of them alike.
-    for _ in 0..n {
-        let t0 = Instant::now();
-        raw.eval_1_plus_1().await?;
-        floor.push(t0.elapsed());
-        let t0 = Instant::now();
-        let r = sess
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": "1+1", "returnByValue": true}),
-                Duration::from_secs(5),
-            )
-            .await?;
-        ours.push(t0.elapsed());
-        anyhow::ensure!(r["result"]["value"] == 2);
-        let t0 = Instant::now();
-        let v: i64 = page.evaluate("1+1").await?.into_value()?;
-        peer.push(t0.elapsed());
-        anyhow::ensure!(v == 2);
-        let t0 = Instant::now();
-        let o = engine
-            .evaluate(
-                evaluate::EvalRequest::new("1+1"),
-                &cdp_transport::Budget::new(Duration::from_secs(5)),
-            )
-            .await?;
-        eng.push(t0.elapsed());
-        anyhow::ensure!(o.value == json!(2), "engine: {:?}", o.value);
-        let t0 = Instant::now();
-        let r = tools.call("browser_evaluate", tool_args.clone()).await;
-        tool.push(t0.elapsed());
-        anyhow::ensure!(r.to_string().contains('2'), "tool: {r}");
+    // Interleave the clients so that drift hits all of them alike, and
+    // rotate their order every round: on 2 cores the work a renderer still
+    // does after answering (another tab's) lands on whichever client comes
+    // next, so a fixed order would always charge it to the same one.
+    for i in 0..n {
+        for k in 0..5 {
+            match (k + i) % 5 {
+                0 => {
+                    let t0 = Instant::now();
+                    raw.eval_1_plus_1().await?;
+                    floor.push(t0.elapsed());
+                }
+                1 => {
+                    let t0 = Instant::now();
+                    let r = sess
+                        .call(
+                            "Runtime.evaluate",
+                            json!({"expression": "1+1", "returnByValue": true}),
+                            Duration::from_secs(5),
+                        )
+                        .await?;
+                    ours.push(t0.elapsed());
+                    anyhow::ensure!(r["result"]["value"] == 2);
+                }
+                2 => {
+                    let t0 = Instant::now();
+                    let v: i64 = page.evaluate("1+1").await?.into_value()?;
+                    peer.push(t0.elapsed());
+                    anyhow::ensure!(v == 2);
+                }
+                3 => {
+                    let t0 = Instant::now();
+                    let o = engine
+                        .evaluate(
+                            evaluate::EvalRequest::new("1+1"),
+                            &cdp_transport::Budget::new(Duration::from_secs(5)),
+                        )
+                        .await?;
+                    eng.push(t0.elapsed());
+                    anyhow::ensure!(o.value == json!(2), "engine: {:?}", o.value);
+                }
+                _ => {
+                    let t0 = Instant::now();
+                    let r = tools.call("browser_evaluate", tool_args.clone()).await;
+                    tool.push(t0.elapsed());
+                    anyhow::ensure!(r.to_string().contains('2'), "tool: {r}");
+                }
+            }
+        }
     }
     table.timing(
         "evaluate 1+1 warm",

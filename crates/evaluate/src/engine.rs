@@ -26,9 +26,9 @@
 //!    (`js_exception`), and a source that is no expression is then sent as
 //!    statements. A source that parses in no form is `invalid_source`.
 //! 3. The wrapper hands the script to a page-side helper, installed once per
-//!    execution context under a registered symbol on the global object (the
-//!    first evaluate in a context carries it; later ones send a few hundred
-//!    bytes). The helper runs the script, returns a value that is no promise
+//!    execution context as a non-enumerable global property named after the
+//!    helper's content hash (the first evaluate in a context carries it;
+//!    later ones send a few hundred bytes). The helper runs the script, returns a value that is no promise
 //!    at once (a plain JSON primitive as itself, anything else as tagged
 //!    JSON, field case C15), and races a promise against an in-page timer
 //!    just short of the deadline (so a promise that never settles ends in the
@@ -41,7 +41,17 @@
 //!    after the script was sent gets 100 ms for its call to answer for
 //!    itself, since a call sent to a context already gone fails with "Cannot
 //!    find context", ran nothing, and is retried once in the new context).
-//! 5. On deadline or cancellation with the script sent:
+//! 5. Half-way to the deadline, while the script's call is still pending,
+//!    an idle probe (a trivial `Runtime.evaluate`) goes on the same session.
+//!    A session's commands run in order on the renderer's main thread, so an
+//!    answer means the script's synchronous part has returned and its call
+//!    waits for a promise. At the deadline that decides the kind (C14): a
+//!    promise timeout when the probe answered (then a second probe: if it
+//!    answers within `terminate_grace`, nothing runs and nothing is
+//!    terminated), a script timeout when it did not. The in-page timer
+//!    usually answers first; under load or in a throttled tab it fires late,
+//!    and the kind no longer depends on it.
+//! 6. On deadline (script still running) or cancellation with the script sent:
 //!    `Runtime.terminateExecution` on that session and a short grace for the
 //!    call to end. When it ended (the loop really stopped), the session is
 //!    **kept warm** after the termination is acknowledged and a probe
@@ -49,7 +59,12 @@
 //!    one is attached at once in the background, so the next evaluate finds
 //!    it ready (C13, C17). New evaluates wait for this settling (a few ms).
 //!    Chromium's own `timeout` parameter of `Runtime.evaluate` is set a
-//!    little past the deadline, as a second line.
+//!    little past the deadline, as a second line: it is what stops a
+//!    runaway script when this process dies or its socket drops mid-evaluate
+//!    (then nobody sends `Runtime.terminateExecution`, and the tab would stay
+//!    busy for every other client). It costs V8 a delayed task on a worker
+//!    thread per evaluate, not measurable in the benchmark
+//!    (`docs/profiles/evaluate.md`).
 //!
 //! ## Result encoding
 //!
@@ -137,7 +152,9 @@ pub struct EngineConfig {
     pub text_excerpt_chars: u32,
     /// After `Runtime.terminateExecution`, how long to wait for the running
     /// call to end. Ended in time: the session is kept (after a health
-    /// probe); not ended: it is detached and replaced. Default 100 ms.
+    /// probe); not ended: it is detached and replaced. Also how long a
+    /// promise pending at the deadline waits for the idle probe that decides
+    /// whether anything still runs (C14). Default 100 ms.
     pub terminate_grace: Duration,
     /// Chromium's own `timeout` parameter of `Runtime.evaluate` is the
     /// remaining budget plus this margin (a second line only). Default 250 ms.
@@ -418,6 +435,31 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Whether the user's script is in flight (sent, its call not answered),
+/// and how many times a form was sent: an idle probe counts only for the
+/// send it followed.
+#[derive(Default)]
+struct Sent {
+    on: AtomicBool,
+    sends: AtomicU64,
+}
+
+impl Sent {
+    fn set(&self) {
+        self.sends.fetch_add(1, Ordering::SeqCst);
+        self.on.store(true, Ordering::SeqCst);
+    }
+    fn clear(&self) {
+        self.on.store(false, Ordering::SeqCst);
+    }
+    fn is_set(&self) -> bool {
+        self.on.load(Ordering::SeqCst)
+    }
+    fn sends(&self) -> u64 {
+        self.sends.load(Ordering::SeqCst)
+    }
+}
+
 /// How a watched evaluate was stopped from outside.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -653,7 +695,7 @@ impl Engine {
         if let Some(dialog) = page.lock().dialog.clone() {
             return Err(Error::DialogOpened { dialog });
         }
-        let sent = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(Sent::default());
         let ctx_id: Arc<Mutex<Option<i64>>> = Arc::new(Mutex::new(None));
         let work = self.work(
             &warm,
@@ -674,11 +716,19 @@ impl Engine {
         // new one) or end by itself.
         let mut interrupted: Option<(Error, Option<i64>, tokio::time::Instant)> = None;
         let far = deadline + Duration::from_secs(3600);
-        // One deadline timer for the whole evaluate, registered before the
-        // work's first call registers its own (later) one: a timer earlier than
-        // every registered one wakes tokio's timer driver on another thread,
-        // which costs a measurable share of a small evaluate.
-        let expiry = tokio::time::sleep_until(deadline);
+        // The idle probe (see `stop`): sent half-way to the deadline while
+        // the script's call is pending, it tells a script whose synchronous
+        // part returned a promise (the probe, queued behind it on the same
+        // session, answers) from one still running (it does not).
+        let mut idle: Option<IdleProbe> = None;
+        let now = tokio::time::Instant::now();
+        let mut probe_at = Some(now + deadline.saturating_duration_since(now) / 2);
+        // One timer for the whole evaluate (first the probe's time, then the
+        // deadline), registered before the work's first call registers its
+        // own (later) one: a timer earlier than every registered one wakes
+        // tokio's timer driver on another thread, which costs a measurable
+        // share of a small evaluate.
+        let expiry = tokio::time::sleep_until(probe_at.unwrap_or(deadline));
         tokio::pin!(expiry);
         std::future::poll_fn(|cx| {
             let _ = expiry.as_mut().poll(cx);
@@ -698,14 +748,29 @@ impl Engine {
                 biased;
                 r = &mut work => return r.map(finish),
                 _ = budget.cancel_token().cancelled() => {
-                    return self.stop(&warm, work.as_mut(), Stop::Cancel, budget, start, &sent).await.map(finish);
+                    return self.stop(&warm, work.as_mut(), Stop::Cancel, budget, start, &sent, None).await.map(finish);
                 }
                 _ = &mut expiry => {
-                    return self.stop(&warm, work.as_mut(), Stop::Deadline, budget, start, &sent).await.map(finish);
+                    if probe_at.take().is_some() {
+                        let now = tokio::time::Instant::now();
+                        if sent.is_set() {
+                            idle = Some(IdleProbe::send(&warm.session, sent.sends()));
+                            expiry.as_mut().reset(deadline);
+                        } else if deadline > now + MIN_PROBE_LEAD {
+                            // Not sent yet (attach, context): half the rest.
+                            let at = now + (deadline - now) / 2;
+                            probe_at = Some(at);
+                            expiry.as_mut().reset(at);
+                        } else {
+                            expiry.as_mut().reset(deadline);
+                        }
+                        continue;
+                    }
+                    return self.stop(&warm, work.as_mut(), Stop::Deadline, budget, start, &sent, idle.take()).await.map(finish);
                 }
                 _ = tokio::time::sleep_until(interrupted.as_ref().map_or(far, |i| i.2)), if interrupted.is_some() => {
                     if let Some((e, ctx_then, _)) = interrupted.take() {
-                        if sent.load(Ordering::SeqCst) && *lock(&ctx_id) == ctx_then {
+                        if sent.is_set() && *lock(&ctx_id) == ctx_then {
                             return Err(e);
                         }
                         debug!("context event did not concern the running script; going on");
@@ -719,8 +784,8 @@ impl Engine {
                             return Err(Error::DialogOpened { dialog });
                         }
                         if same {
-                            if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent, &mut detached) {
-                                if !sent.load(Ordering::SeqCst) {
+                            if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent.on, &mut detached) {
+                                if !sent.is_set() {
                                     return Err(e);
                                 }
                                 interrupted.get_or_insert((e, *lock(&ctx_id), tokio::time::Instant::now() + INTERRUPT_SETTLE));
@@ -738,8 +803,8 @@ impl Engine {
                 }
                 ev = recv_opt(&mut own_ev) => {
                     if let Some(ev) = ev {
-                        if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent, &mut detached) {
-                            if !sent.load(Ordering::SeqCst) {
+                        if let Some(e) = interruption(&ev, &frame_id, &ctx_id, &sent.on, &mut detached) {
+                            if !sent.is_set() {
                                 return Err(e);
                             }
                             interrupted.get_or_insert((e, *lock(&ctx_id), tokio::time::Instant::now() + INTERRUPT_SETTLE));
@@ -754,22 +819,56 @@ impl Engine {
     /// the script was sent) and a grace for the call to end. The session is
     /// then settled in the background ([`Engine::settle`]): kept when the
     /// termination took, else detached and replaced.
+    ///
+    /// The timeout's kind comes from what was running (C14), not from the
+    /// in-page settle timer (which a loaded or background renderer fires
+    /// late): when the idle probe sent half-way through (`idle`, for this
+    /// very send) was answered, the script's synchronous part had returned
+    /// a promise, and it is a `promise` timeout. Then a second probe asks
+    /// whether anything runs now: answered within `terminate_grace`, nothing
+    /// does and nothing is terminated; not answered (a continuation of the
+    /// promise still runs), it is terminated as a running script would be.
+    /// Without an answered probe it is a `script` timeout.
+    #[allow(clippy::too_many_arguments)]
     async fn stop<W>(
         &self,
         warm: &Arc<Warm>,
-        work: Pin<&mut W>,
+        mut work: Pin<&mut W>,
         why: Stop,
         budget: &Budget,
         start: Instant,
-        sent: &AtomicBool,
+        sent: &Sent,
+        idle: Option<IdleProbe>,
     ) -> Work
     where
         W: Future<Output = Work>,
     {
-        let sent = sent.load(Ordering::SeqCst);
+        let was_sent = sent.is_set();
         let grace = self.inner.config.terminate_grace;
+        let promise = why == Stop::Deadline
+            && was_sent
+            && idle
+                .as_ref()
+                .is_some_and(|p| p.answered() && p.sends == sent.sends());
+        let mut now_probe = None;
+        if promise {
+            let mut p = IdleProbe::send(&warm.session, sent.sends());
+            tokio::select! {
+                biased;
+                // It ended after all (its own answer wins).
+                r = work.as_mut() => return r,
+                () = p.wait() => {
+                    debug!("promise pending at the deadline with the page idle; nothing to terminate");
+                    return Err(timeout_err(TimeoutKind::Promise, budget, start, false));
+                }
+                () = tokio::time::sleep(grace) => {
+                    debug!("promise pending at the deadline and the page busy; terminating");
+                }
+            }
+            now_probe = Some(p);
+        }
         let mut terminated = false;
-        if sent {
+        if was_sent {
             bump(&self.inner.m.terminations);
             let (ack_tx, ack) = watch::channel(None);
             let s = warm.session.clone();
@@ -794,9 +893,17 @@ impl Engine {
                     kind: TimeoutKind::Promise,
                     ..
                 })) if why == Stop::Deadline => {
-                    return Err(timeout_err(TimeoutKind::Promise, budget, start, false));
+                    // The in-page timer answered once the termination had
+                    // ended what kept the page busy: the script had returned
+                    // a promise, and code it started was running.
+                    return Err(timeout_err(TimeoutKind::Promise, budget, start, true));
                 }
                 Ok(_) => terminated = true,
+                // A promise's call stays pending after its continuation was
+                // terminated; the second probe answering shows the page runs again.
+                Err(_) if now_probe.as_ref().is_some_and(IdleProbe::answered) => {
+                    terminated = true;
+                }
                 Err(_) => debug!(
                     grace_ms = duration_ms(grace),
                     "call still pending after Runtime.terminateExecution"
@@ -805,7 +912,9 @@ impl Engine {
         }
         match why {
             Stop::Deadline => Err(timeout_err(
-                if sent {
+                if promise {
+                    TimeoutKind::Promise
+                } else if was_sent {
                     TimeoutKind::Script
                 } else {
                     TimeoutKind::Setup
@@ -817,7 +926,7 @@ impl Engine {
             Stop::Cancel => Err(Error::Cancelled {
                 budget: budget.total(),
                 elapsed: start.elapsed(),
-                sent,
+                sent: was_sent,
                 terminated,
             }),
         }
@@ -1094,7 +1203,7 @@ impl Engine {
         req: &EvalRequest,
         budget: &Budget,
         start: Instant,
-        sent: Arc<AtomicBool>,
+        sent: Arc<Sent>,
         ctx_cell: Arc<Mutex<Option<i64>>>,
     ) -> Work {
         let cfg = &self.inner.config;
@@ -1170,7 +1279,7 @@ impl Engine {
                 .await;
             match r {
                 Err(e) if stale.is_none() && is_stale_context(&e) => {
-                    sent.store(false, Ordering::SeqCst);
+                    sent.clear();
                     debug!(
                         context = ctx.id,
                         "stale execution context; waiting for the new one"
@@ -1212,9 +1321,8 @@ impl Engine {
         budget: &Budget,
         call_budget: &Budget,
         start: Instant,
-        sent: &AtomicBool,
+        sent: &Sent,
     ) -> Work {
-        let cfg = &self.inner.config;
         let session = &warm.session;
         let mut form = first_form(src);
         let mut force_install = false;
@@ -1226,22 +1334,7 @@ impl Engine {
                         Some(HelperState::Installed) if !force_install => Helper::Use,
                         _ => Helper::Install,
                     };
-                    let text = engine_js::wrapper_expression(
-                        src,
-                        form,
-                        helper,
-                        &self.page_cfg_literal(remaining),
-                    );
-                    let mut params = json!({
-                        "expression": text,
-                        "awaitPromise": true,
-                        "returnByValue": true,
-                        "timeout": duration_ms(remaining + cfg.chromium_timeout_margin),
-                    });
-                    match &ctx.unique_id {
-                        Some(u) => params["uniqueContextId"] = json!(u),
-                        None => params["contextId"] = json!(ctx.id),
-                    }
+                    let (params, text) = self.page_params(src, form, helper, ctx, remaining);
                     (RUNTIME_EVALUATE, params, text, Some(ctx.id), "evaluating")
                 }
                 Channel::Element(object_id) => {
@@ -1263,7 +1356,7 @@ impl Engine {
                     )
                 }
             };
-            sent.store(true, Ordering::SeqCst);
+            sent.set();
             let reply = session
                 .call(method, params, call_budget.clone())
                 .await
@@ -1271,7 +1364,7 @@ impl Engine {
             match reply.get("exceptionDetails") {
                 None if reply["result"]["value"]["$tw"] == "no_helper" => {
                     // Nothing ran. The helper did not stay (or the page lost it).
-                    sent.store(false, Ordering::SeqCst);
+                    sent.clear();
                     if let Channel::Page(ctx) = channel {
                         warm.lock().helpers.insert(ctx.id, HelperState::Unstickable);
                     }
@@ -1294,7 +1387,7 @@ impl Engine {
                 }
                 Some(d) if is_syntax_error(d) && !is_termination(d) => {
                     // The call is over: whatever ran (if anything) has ended.
-                    sent.store(false, Ordering::SeqCst);
+                    sent.clear();
                     match compile_check(session, compile_ctx, compile_text, call_budget, frame)
                         .await?
                     {
@@ -1316,12 +1409,63 @@ impl Engine {
         }
     }
 
-    /// [`Engine::page_cfg`] as a JavaScript object literal (unquoted keys:
-    /// nothing to escape when the expression goes into the CDP message).
+    /// The `Runtime.evaluate` params of a page evaluate of `src` in `form`
+    /// in context `ctx`, and the expression text (for the compile check).
+    fn page_params(
+        &self,
+        src: &str,
+        form: SourceForm,
+        helper: Helper,
+        ctx: &Ctx,
+        remaining: Duration,
+    ) -> (Value, String) {
+        let cfg = &self.inner.config;
+        let text =
+            engine_js::wrapper_expression(src, form, helper, &self.page_cfg_literal(remaining));
+        let mut params = json!({
+            "expression": text,
+            "awaitPromise": true,
+            "returnByValue": true,
+            "timeout": duration_ms(remaining + cfg.chromium_timeout_margin),
+        });
+        match &ctx.unique_id {
+            Some(u) => params["uniqueContextId"] = json!(u),
+            None => params["contextId"] = json!(ctx.id),
+        }
+        (params, text)
+    }
+
+    /// The exact `Runtime.evaluate` params a warm evaluate of `src` in the
+    /// main frame would send now with `remaining` left, or `None` when the
+    /// page session is not attached or its main-world context not known yet.
+    /// For the benchmark's breakdown and the profiles (`docs/profiles/`);
+    /// not a stable API.
+    #[doc(hidden)]
+    pub fn warm_page_params(&self, src: &str, remaining: Duration) -> Option<Value> {
+        let warm = self.cached(&self.inner.page_target)?;
+        let frame = FrameId::new(self.inner.page_target.as_str());
+        let (ctx, installed) = {
+            let st = warm.lock();
+            let ctx = st.contexts.get(&frame)?.clone();
+            let installed = st.helpers.get(&ctx.id) == Some(&HelperState::Installed);
+            (ctx, installed)
+        };
+        let helper = if installed {
+            Helper::Use
+        } else {
+            Helper::Install
+        };
+        Some(
+            self.page_params(src, first_form(src), helper, &ctx, remaining)
+                .0,
+        )
+    }
+
+    /// [`Engine::page_cfg`] as a JavaScript array literal.
     fn page_cfg_literal(&self, remaining: Duration) -> String {
         let cfg = &self.inner.config;
         format!(
-            "{{settleMs:{},maxChars:{},maxDepth:{},maxItems:{},textMax:{}}}",
+            "[{},{},{},{},{}]",
             settle_ms(remaining),
             cfg.max_result_chars,
             cfg.max_depth,
@@ -1330,18 +1474,19 @@ impl Engine {
         )
     }
 
-    /// The page-side settings for the wrapper: the in-page settle timer ends
-    /// a little before the deadline, so a never-settling promise ends in the
-    /// page first (C14) and nothing needs terminating.
+    /// The page-side settings for the wrapper, `[settleMs, maxChars,
+    /// maxDepth, maxItems, textMax]`: the in-page settle timer ends a little
+    /// before the deadline, so a never-settling promise ends in the page
+    /// first (C14) and nothing needs terminating.
     fn page_cfg(&self, remaining: Duration) -> Value {
         let cfg = &self.inner.config;
-        json!({
-            "settleMs": settle_ms(remaining),
-            "maxChars": cfg.max_result_chars,
-            "maxDepth": cfg.max_depth,
-            "maxItems": cfg.max_items,
-            "textMax": cfg.text_excerpt_chars,
-        })
+        json!([
+            settle_ms(remaining),
+            cfg.max_result_chars,
+            cfg.max_depth,
+            cfg.max_items,
+            cfg.text_excerpt_chars,
+        ])
     }
 }
 
@@ -1349,6 +1494,62 @@ impl Engine {
 /// its call may take to answer for itself before the evaluate ends with
 /// `navigated` / `context_destroyed` (C10).
 const INTERRUPT_SETTLE: Duration = Duration::from_millis(100);
+
+/// The expression of an idle probe ([`IdleProbe`]); distinct from the
+/// health probe's `0` so that logs (and scripted tests) tell them apart.
+const IDLE_PROBE: &str = "0 // tabwarden idle probe";
+
+/// An idle probe re-scheduled because the script was not sent yet is sent
+/// only when at least this much time is left before the deadline.
+const MIN_PROBE_LEAD: Duration = Duration::from_millis(2);
+
+/// A trivial evaluate sent, in the background, on the session of a script
+/// whose call is pending. Commands of one session run in order on the
+/// renderer's main thread, so an answer (a value, or "Execution was
+/// terminated": either way it ran) means everything sent before it on that
+/// session had run to the end of its synchronous part and the thread was
+/// free: the script's call is waiting for a promise. No answer: the thread
+/// is busy (or the browser is very slow).
+struct IdleProbe {
+    /// The script send ([`Sent::sends`]) it followed.
+    sends: u64,
+    answered: watch::Receiver<bool>,
+}
+
+impl IdleProbe {
+    fn send(session: &Session, sends: u64) -> Self {
+        let (tx, rx) = watch::channel(false);
+        let s = session.clone();
+        tokio::spawn(async move {
+            let r = s
+                .call(
+                    RUNTIME_EVALUATE,
+                    json!({"expression": IDLE_PROBE, "returnByValue": true}),
+                    CLEANUP_BUDGET,
+                )
+                .await;
+            // A failed call (session gone, budget) proves nothing.
+            if r.is_ok() {
+                tx.send_replace(true);
+            }
+        });
+        Self {
+            sends,
+            answered: rx,
+        }
+    }
+
+    fn answered(&self) -> bool {
+        *self.answered.borrow()
+    }
+
+    /// Resolves when answered; never, if it fails.
+    async fn wait(&mut self) {
+        if self.answered.wait_for(|a| *a).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 /// How long a probe evaluate after a termination may take.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -1933,18 +2134,16 @@ pub(crate) fn first_frame(stack: &str) -> Option<String> {
         .map(str::trim)
         .find(|l| l.starts_with("at "))?;
     let mut frame = line["at ".len()..].to_string();
-    for marker in [engine_js::SOURCE_URL, "<anonymous>"] {
-        let pat = format!("{marker}:");
-        if let Some(pos) = frame.find(&pat) {
-            let after = &frame[pos + pat.len()..];
-            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-            if let Ok(l) = digits.parse::<u32>() {
-                // The user's source starts on line 2 of the wrapper.
-                let user_line = l.saturating_sub(1).max(1);
-                let end = pos + pat.len() + digits.len();
-                frame = format!("{}<eval>:{}{}", &frame[..pos], user_line, &frame[end..]);
-                break;
-            }
+    // The wrapper has no sourceURL: V8 names its frames `<anonymous>`.
+    let pat = "<anonymous>:";
+    if let Some(pos) = frame.find(pat) {
+        let after = &frame[pos + pat.len()..];
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(l) = digits.parse::<u32>() {
+            // The user's source starts on line 2 of the wrapper.
+            let user_line = l.saturating_sub(1).max(1);
+            let end = pos + pat.len() + digits.len();
+            frame = format!("{}<eval>:{}{}", &frame[..pos], user_line, &frame[end..]);
         }
     }
     Some(frame.replace("__tw_run", "<eval>"))
@@ -2057,7 +2256,8 @@ mod tests {
 
     #[test]
     fn first_frame_maps_wrapper_lines_back() {
-        let stack = "Error: boom\n    at __tw_run (tabwarden-eval.js:3:7)\n    at async x (tabwarden-eval.js:9:1)";
+        let stack =
+            "Error: boom\n    at __tw_run (<anonymous>:3:7)\n    at async x (<anonymous>:9:1)";
         assert_eq!(first_frame(stack).as_deref(), Some("<eval> (<eval>:2:7)"));
         assert_eq!(first_frame("Error: x"), None);
         assert_eq!(

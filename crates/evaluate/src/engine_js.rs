@@ -1,27 +1,35 @@
 //! The page-side JavaScript of the engine.
 //!
 //! Two pieces:
-//! - the **helper** (`function (__tw_run, __tw_cfg)`): runs the user's
-//!   code once, races its promise against an in-page timer (field case C14),
-//!   catches its exception, and serializes the value into tagged JSON (field
-//!   case C15). It is installed once per execution context as a
-//!   non-enumerable, non-writable property of the global object under a
-//!   registered symbol ([`helper_key`]), so that later evaluates in that
-//!   execution context send a few hundred bytes instead of the whole serializer;
+//! - the **helper** (`function (run, cfg)`): runs the user's code once,
+//!   races its promise against an in-page timer (field case C14), catches
+//!   its exception, and serializes the value into tagged JSON (field case
+//!   C15). It is installed once per execution context as a non-enumerable,
+//!   non-writable, non-configurable property of the global object named
+//!   [`helper_global`] (the helper's content hash in the name), so that
+//!   later evaluates in that execution context send a few hundred bytes
+//!   instead of the whole serializer. Its inner functions are made once, at
+//!   install, not per call;
 //! - the **per-call wrapper**: the user's source in one form (expression,
-//!   function, statements) inside `const __tw_run = async () => { … }`, then a
+//!   function, statements) inside `const __tw_run = () => { … }`, then a
 //!   call of the helper. The short wrapper ([`Helper::Use`]) answers
 //!   `{$tw: 'no_helper'}` without running anything when the helper is missing;
 //!   the installing wrapper ([`Helper::Install`]) defines it first.
 //!
+//! The page wrapper is an arrow called with the helper (a plain global
+//! property read, which V8 caches; `Symbol.for` and a keyed read of the
+//! global object cost a measurable share of a small evaluate, see
+//! `docs/profiles/evaluate.md`), and the settings go as an array literal
+//! `[settleMs, maxChars, maxDepth, maxItems, textMax]`.
+//!
 //! The user's source always starts on line 2 of the wrapper, column 1, so
-//! stack and syntax error locations map back by subtracting one line.
+//! stack and syntax error locations map back by subtracting one line. The
+//! page wrapper carries no `//# sourceURL` (V8 then names its frames
+//! `<anonymous>`): the comment cost a few microseconds per evaluate
+//! (`docs/profiles/evaluate.md`).
 
 use crate::engine::SourceForm;
 use std::sync::OnceLock;
-
-/// `sourceURL` given to the wrapper, so stack frames of the user's code are recognisable.
-pub(crate) const SOURCE_URL: &str = "tabwarden-eval.js";
 
 /// Which helper lookup a wrapper carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,11 +40,12 @@ pub(crate) enum Helper {
     Install,
 }
 
-/// The registered-symbol key of the helper: the helper's own content hash,
-/// so a changed helper never meets an old one left in a long-lived page.
-pub(crate) fn helper_key() -> &'static str {
+/// The global property holding the helper: `__tabwarden_eval_` and the
+/// helper's own content hash, so a changed helper never meets an old one
+/// left in a long-lived page.
+pub(crate) fn helper_global() -> &'static str {
     static KEY: OnceLock<String> = OnceLock::new();
-    KEY.get_or_init(|| format!("tabwarden.evaluate.{:016x}", fnv1a(HELPER_BODY)))
+    KEY.get_or_init(|| format!("__tabwarden_eval_{:016x}", fnv1a(HELPER)))
 }
 
 fn fnv1a(s: &str) -> u64 {
@@ -45,61 +54,97 @@ fn fnv1a(s: &str) -> u64 {
     })
 }
 
+/// An expression whose value is the helper ([`Helper::Install`]: installing
+/// it when missing) or, for [`Helper::Use`], `undefined` when it is missing.
 fn lookup(helper: Helper) -> &'static str {
     static USE: OnceLock<String> = OnceLock::new();
     static INSTALL: OnceLock<String> = OnceLock::new();
-    let key = helper_key();
+    let key = helper_global();
     match helper {
-        Helper::Use => USE.get_or_init(|| {
-            format!("globalThis[Symbol.for('{key}')] || (() => ({{ $tw: 'no_helper' }}))")
-        }),
+        Helper::Use => USE.get_or_init(|| format!("globalThis.{key}")),
         Helper::Install => INSTALL.get_or_init(|| format!(
-            "globalThis[Symbol.for('{key}')] || (() => {{ const __tw_h = function (__tw_run, __tw_cfg) {{{HELPER_BODY}\n}}; try {{ Object.defineProperty(globalThis, Symbol.for('{key}'), {{ value: __tw_h }}); }} catch (e) {{}} return __tw_h; }})()"
+            "(globalThis.{key} || (() => {{ const __tw_h = {HELPER}; try {{ Object.defineProperty(globalThis, '{key}', {{ value: __tw_h }}); }} catch (e) {{}} return __tw_h; }})())"
         )),
     }
 }
 
-/// The function declaration `function (__tw_el, __tw_cfg)` that runs `src`
-/// once in the given form through the helper and returns (or, when the
-/// script's value is a promise or thenable, resolves to) one of:
+/// The body of `__tw_run` around `src`: (head, tail), the source in between on its own lines.
+fn run_body(form: SourceForm, element: bool) -> (&'static str, &'static str) {
+    match form {
+        SourceForm::Expression => ("return (", "\n);"),
+        SourceForm::Function if element => (
+            "const __tw_f = (",
+            "\n);\nreturn typeof __tw_f === 'function' ? __tw_f.apply(__tw_el === undefined ? globalThis : __tw_el, __tw_el === undefined ? [] : [__tw_el]) : __tw_f;",
+        ),
+        SourceForm::Function => (
+            "const __tw_f = (",
+            "\n);\nreturn typeof __tw_f === 'function' ? __tw_f.call(globalThis) : __tw_f;",
+        ),
+        SourceForm::Statements => ("", "\n"),
+    }
+}
+
+/// `async ` when the source mentions `await` (anywhere, even in a string:
+/// then it is async, which is always right), else nothing, so that a value
+/// that is no promise is serialized and returned in the same task, without
+/// a promise, a timer or a microtask turn. Both parse the same source the
+/// same way.
+fn run_kind(src: &str) -> &'static str {
+    if src.contains("await") {
+        "async "
+    } else {
+        ""
+    }
+}
+
+/// The function declaration `function (__tw_el, __tw_cfg)` for
+/// `Runtime.callFunctionOn` (element evaluate: the element is `__tw_el` and
+/// `this`; `__tw_cfg` the settings array) that runs `src` once in the given
+/// form through the helper and returns (or, when the script's value is a
+/// promise or thenable, resolves to) one of:
 /// - the value itself when it is a plain JSON primitive: a boolean, `null`,
 ///   a finite number other than `-0`, a string within the size cap;
 /// - `{$tw:'ok', value, truncated}` with the tagged serialization otherwise;
 /// - `{$tw:'exception', name, message, stack}`;
 /// - `{$tw:'promise_timeout'}`;
 /// - `{$tw:'no_helper'}`: the helper is missing, nothing ran.
-///
-/// `__tw_run` is an `async` arrow only when the source mentions `await`
-/// (anywhere, even in a string: then it is async, which is always right).
-/// Otherwise it is a plain arrow, so a value that is no promise is
-/// serialized and returned in the same task, without a promise, a timer or
-/// a microtask turn. Both parse the same source the same way.
 pub(crate) fn wrapper_function(src: &str, form: SourceForm, helper: Helper) -> String {
-    let (head, tail) = match form {
-        SourceForm::Expression => ("return (", "\n);"),
-        SourceForm::Function => (
-            "const __tw_f = (",
-            "\n);\nreturn typeof __tw_f === 'function' ? __tw_f.apply(__tw_el === undefined ? globalThis : __tw_el, __tw_el === undefined ? [] : [__tw_el]) : __tw_f;",
-        ),
-        SourceForm::Statements => ("", "\n"),
-    };
-    let kind = if src.contains("await") { "async " } else { "" };
+    let (head, tail) = run_body(form, true);
+    let kind = run_kind(src);
     format!(
-        "function (__tw_el, __tw_cfg) {{ const __tw_run = {kind}() => {{ {head}\n{src}{tail} }};\nreturn ({})(__tw_run, __tw_cfg); }}",
+        "function (__tw_el, __tw_cfg) {{ const __tw_run = {kind}() => {{ {head}\n{src}{tail} }};\nconst __tw_h = {};\nreturn typeof __tw_h === 'function' ? __tw_h(__tw_run, __tw_cfg) : {{ $tw: 'no_helper' }}; }}",
         lookup(helper)
     )
 }
 
-/// The expression sent with `Runtime.evaluate` for a page evaluate.
+/// The expression sent with `Runtime.evaluate` for a page evaluate: an arrow
+/// called with the helper, answering as [`wrapper_function`] does.
+/// `cfg_array` is the settings array literal (`[settleMs, maxChars, maxDepth,
+/// maxItems, textMax]`).
 pub(crate) fn wrapper_expression(
     src: &str,
     form: SourceForm,
     helper: Helper,
-    cfg_json: &str,
+    cfg_array: &str,
 ) -> String {
-    // The user's source stays on line 2: the call goes after the function.
-    let f = wrapper_function(src, form, helper);
-    format!("({f})(undefined, {cfg_json})\n//# sourceURL={SOURCE_URL}")
+    let (head, tail) = run_body(form, false);
+    let kind = run_kind(src);
+    let look = lookup(helper);
+    let mut s = String::with_capacity(src.len() + look.len() + tail.len() + 200);
+    s.push_str("(__tw_h => { const __tw_run = ");
+    s.push_str(kind);
+    s.push_str("() => { ");
+    s.push_str(head);
+    // The user's source stays on line 2.
+    s.push('\n');
+    s.push_str(src);
+    s.push_str(tail);
+    s.push_str(" };\nreturn typeof __tw_h === 'function' ? __tw_h(__tw_run, ");
+    s.push_str(cfg_array);
+    s.push_str(") : { $tw: 'no_helper' }; })(");
+    s.push_str(look);
+    s.push(')');
+    s
 }
 
 /// The text `Runtime.compileScript` checks for a `Runtime.callFunctionOn`
@@ -108,10 +153,12 @@ pub(crate) fn function_compile_text(declaration: &str) -> String {
     format!("({declaration})")
 }
 
-/// The helper's body (`function (__tw_run, __tw_cfg)`): runs the script,
-/// returns at once for a value that is no thenable, else awaits it against
-/// the in-page timer; captures exceptions; serializes.
-const HELPER_BODY: &str = r#"
+/// The helper: an expression (run once, at install) whose value is
+/// `function (__tw_run, __tw_cfg)` that runs the script, returns at once for
+/// a value that is no thenable, else awaits it against the in-page timer;
+/// captures exceptions; serializes. `__tw_cfg` is the settings array
+/// `[settleMs, maxChars, maxDepth, maxItems, textMax]`.
+const HELPER: &str = r#"(() => {
   const __tw_exc = (e) => {
     let name = typeof e, message = '', stack = '';
     try {
@@ -123,48 +170,51 @@ const HELPER_BODY: &str = r#"
     } catch (x) { message = '(the thrown value cannot be printed)'; }
     return { $tw: 'exception', name, message, stack };
   };
-  const __tw_ok = (v) => {
+  const __tw_ok = (v, c) => {
     // Plain JSON primitives come back as themselves (the cheapest reply);
     // everything else as the tagged object.
     switch (typeof v) {
       case 'boolean': return v;
       case 'number': if (v === v && v !== Infinity && v !== -Infinity && (v !== 0 || 1 / v > 0)) return v; break;
-      case 'string': if (v.length + 2 <= __tw_cfg.maxChars) return v; break;
+      case 'string': if (v.length + 2 <= c[1]) return v; break;
       case 'object': if (v === null) return v; break;
     }
     try {
-      const r = __tw_ser(v, __tw_cfg);
+      const r = __tw_ser(v, { maxChars: c[1], maxDepth: c[2], maxItems: c[3], textMax: c[4] });
       return { $tw: 'ok', value: r.value, truncated: r.truncated };
     } catch (e) {
       return { $tw: 'ok', value: { $type: 'unserializable', error: String(e) }, truncated: false };
     }
   };
-  let __tw_v, __tw_then;
-  try {
-    __tw_v = __tw_run();
-    // Read `then` once, as promise resolution would.
-    if (__tw_v !== null && (typeof __tw_v === 'object' || typeof __tw_v === 'function')) __tw_then = __tw_v.then;
-  } catch (e) {
-    return __tw_exc(e);
-  }
-  if (typeof __tw_then !== 'function') return __tw_ok(__tw_v);
-  return (async () => {
-    const __tw_deadline = {};
-    let __tw_timer;
+  return function (__tw_run, __tw_cfg) {
+    let __tw_v, __tw_then;
     try {
-      // Call `then` in a microtask, as promise resolution would.
-      const __tw_p = new Promise((res, rej) => { queueMicrotask(() => { try { __tw_then.call(__tw_v, res, rej); } catch (e) { rej(e); } }); });
-      const v = await (__tw_cfg.settleMs > 0
-        ? Promise.race([__tw_p, new Promise((_, rej) => { __tw_timer = setTimeout(() => rej(__tw_deadline), __tw_cfg.settleMs); })])
-        : __tw_p);
-      clearTimeout(__tw_timer);
-      return __tw_ok(v);
+      __tw_v = __tw_run();
+      // Read `then` once, as promise resolution would.
+      if (__tw_v !== null && (typeof __tw_v === 'object' || typeof __tw_v === 'function')) __tw_then = __tw_v.then;
     } catch (e) {
-      clearTimeout(__tw_timer);
-      if (e === __tw_deadline) return { $tw: 'promise_timeout' };
       return __tw_exc(e);
     }
-  })();
+    if (typeof __tw_then !== 'function') return __tw_ok(__tw_v, __tw_cfg);
+    const __tw_settle = __tw_cfg[0];
+    return (async () => {
+      const __tw_deadline = {};
+      let __tw_timer;
+      try {
+        // Call `then` in a microtask, as promise resolution would.
+        const __tw_p = new Promise((res, rej) => { queueMicrotask(() => { try { __tw_then.call(__tw_v, res, rej); } catch (e) { rej(e); } }); });
+        const v = await (__tw_settle > 0
+          ? Promise.race([__tw_p, new Promise((_, rej) => { __tw_timer = setTimeout(() => rej(__tw_deadline), __tw_settle); })])
+          : __tw_p);
+        clearTimeout(__tw_timer);
+        return __tw_ok(v, __tw_cfg);
+      } catch (e) {
+        clearTimeout(__tw_timer);
+        if (e === __tw_deadline) return { $tw: 'promise_timeout' };
+        return __tw_exc(e);
+      }
+    })();
+  };
   function __tw_ser(root, cfg) {
     let left = cfg.maxChars;
     let truncated = false;
@@ -290,4 +340,5 @@ const HELPER_BODY: &str = r#"
     };
     const value = walk(root, 0, '$');
     return { value, truncated };
-  }"#;
+  }
+})()"#;

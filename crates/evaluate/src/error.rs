@@ -40,8 +40,11 @@ pub enum TimeoutKind {
     /// `Runtime.terminateExecution`. With `terminated` the call ended and the
     /// session was kept; without, the session was detached and replaced.
     Script,
-    /// The script's promise had not settled; the JS thread was idle, so
-    /// nothing needed terminating (field case C14).
+    /// The script's synchronous part had returned a promise (or thenable)
+    /// that had not settled at the deadline (field case C14). Usually the JS
+    /// thread was idle and nothing was terminated; with `terminated`, code
+    /// the promise had started was still running and was ended by
+    /// `Runtime.terminateExecution`.
     Promise,
     /// The budget ran out before the script was sent (attach, execution
     /// context lookup, compile check): the script never ran.
@@ -209,6 +212,9 @@ fn timeout_text(
         }
         TimeoutKind::Script => {
             "the script was still running; it was sent Runtime.terminateExecution and its session was detached; side effects unknown"
+        }
+        TimeoutKind::Promise if terminated => {
+            "its promise never settled, and code it had started was still running at the deadline and was terminated (Runtime.terminateExecution); side effects unknown"
         }
         TimeoutKind::Promise => "its promise never settled (nothing was running, nothing was terminated)",
         TimeoutKind::Setup => "the script never ran (the page did not answer in time)",

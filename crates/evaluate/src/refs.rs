@@ -80,3 +80,27 @@ pub use tree::{is_content_role, is_interactive_role, SnapshotNode, States};
 
 #[cfg(test)]
 mod tests;
+
+/// The client-side share of a snapshot, for the benchmark's breakdown and
+/// the profiles (`docs/profiles/`): builds the tree of one frame from a
+/// decoded `Accessibility.getFullAXTree` reply (`{"nodes": [...]}`, taken
+/// by value as the snapshot takes it) and renders the full text; returns
+/// the text's length in bytes (0 when the reply has no `nodes`). Not a
+/// stable API.
+#[doc(hidden)]
+pub fn bench_build_and_render(reply: serde_json::Value) -> usize {
+    let nodes = match reply {
+        serde_json::Value::Object(mut m) => match m.remove("nodes") {
+            Some(serde_json::Value::Array(a)) => a,
+            _ => return 0,
+        },
+        _ => return 0,
+    };
+    let frames = [tree::FrameAx {
+        nodes,
+        iframes: Default::default(),
+    }];
+    let (nodes, _refs) = tree::build(&frames);
+    let lines = render::lines(&nodes, &RenderOptions::default());
+    render::text_of(&lines, None).0.len()
+}

@@ -179,8 +179,25 @@ async fn never_settling_promise_times_out_and_tab_stays_usable() {
         .await
         .expect_err("never settles");
     let took = t0.elapsed();
-    assert!(err.is_timeout(), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Promise,
+                terminated: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(took < Duration::from_millis(650), "took {took:?}");
+    // The JS thread was idle: nothing was terminated, nothing replaced.
+    let m = engine.metrics();
+    assert_eq!(
+        (m.promise_timeouts, m.terminations, m.detaches),
+        (1, 0, 0),
+        "{m:?}"
+    );
     assert_eq!(
         eval(&engine, "document.title", 5000).await.expect("usable"),
         json!("C13")
@@ -191,6 +208,106 @@ async fn never_settling_promise_times_out_and_tab_stays_usable() {
         json!(1)
     );
     println!("never-settling promise: {err} after {took:?}");
+    tab.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promise_whose_in_page_timer_never_fires_is_still_a_promise_timeout() {
+    let _serial = SERIAL.lock().await;
+    let site = FixtureServer::start().await;
+    // The page replaces setTimeout with one that never calls back: the
+    // helper's settle timer never fires, as on a loaded machine or in a
+    // throttled background tab. The kind must come from what was running
+    // (C14), and nothing may be terminated.
+    site.page(
+        "/late.html",
+        "<title>late</title><script>window.setTimeout = () => 0; window.never = () => new Promise(() => {});</script>",
+    );
+    let conn = connect().await;
+    let tab = Tab::open(&conn, &site.url("localhost", "/late.html")).await;
+    let engine = tab.engine(EngineConfig::default());
+    engine.warm_up(&Budget::new(T)).await.expect("warm up");
+    for budget_ms in [300, 1000] {
+        let t0 = Instant::now();
+        let err = eval(&engine, "never()", budget_ms)
+            .await
+            .expect_err("never settles");
+        let took = t0.elapsed();
+        assert!(
+            matches!(
+                err,
+                Error::Timeout {
+                    kind: TimeoutKind::Promise,
+                    terminated: false,
+                    ..
+                }
+            ),
+            "{budget_ms} ms: {err:?}"
+        );
+        // The deadline plus one idle probe (bounded by the grace).
+        assert!(
+            took < Duration::from_millis(budget_ms + 100 + 150),
+            "{budget_ms} ms: took {took:?}"
+        );
+        assert_eq!(
+            eval(&engine, "document.title", 5000).await.expect("usable"),
+            json!("late")
+        );
+    }
+    let m = engine.metrics();
+    assert_eq!(
+        (m.promise_timeouts, m.terminations, m.detaches),
+        (2, 0, 0),
+        "{m:?}"
+    );
+    tab.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_started_by_a_promise_is_terminated_and_the_tab_stays_usable() {
+    let _serial = SERIAL.lock().await;
+    let site = FixtureServer::start().await;
+    site.page("/c13.html", CLICK_PAGE);
+    let conn = connect().await;
+    let tab = Tab::open(&conn, &site.url("localhost", "/c13.html")).await;
+    let engine = tab.engine(EngineConfig::default());
+    engine.warm_up(&Budget::new(T)).await.expect("warm up");
+    // The synchronous part returns a promise at once; its continuation
+    // loops from 50 ms on, so at the deadline the page is busy.
+    let t0 = Instant::now();
+    let err = eval(
+        &engine,
+        "await new Promise(r => setTimeout(r, 50)); while (true) {}",
+        1000,
+    )
+    .await
+    .expect_err("never ends");
+    let took = t0.elapsed();
+    // Its promise never settled, and what it started was terminated.
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Promise,
+                terminated: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(took < Duration::from_millis(1000 + 250), "took {took:?}");
+    assert_eq!(engine.metrics().terminations, 1);
+    // The loop was ended: the tab answers again.
+    assert_eq!(
+        eval(&engine, "document.title", 5000).await.expect("usable"),
+        json!("C13")
+    );
+    tab.click("#b").await;
+    assert_eq!(
+        eval(&engine, "window.clicks", 5000).await.expect("clicks"),
+        json!(1)
+    );
+    println!("loop in a continuation: {err} after {took:?}");
     tab.close().await;
 }
 

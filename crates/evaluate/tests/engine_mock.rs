@@ -46,6 +46,23 @@ async fn setup(config: EngineConfig) -> (MockServer, Engine) {
     (mock, Engine::new(conn, TargetId::new("PAGE"), config))
 }
 
+/// The engine's idle probe (a trivial evaluate it sends while a script's
+/// call is pending, to learn whether the page's main thread is free).
+fn is_idle_probe(r: &cdp_mock::Request) -> bool {
+    r.params["expression"]
+        .as_str()
+        .is_some_and(|e| e.contains("idle probe"))
+}
+
+/// The next evaluate never answers, and neither do idle probes: a renderer
+/// busy in a synchronous loop (commands of a session run in order).
+fn busy_script(mock: &MockServer) {
+    mock.on_fn("Runtime.evaluate", |r| {
+        is_idle_probe(r).then_some(Action::Never)
+    });
+    mock.once("Runtime.evaluate", Action::Never);
+}
+
 fn budget(ms: u64) -> Budget {
     Budget::new(Duration::from_millis(ms))
 }
@@ -69,7 +86,7 @@ async fn a_termination_that_does_not_take_detaches_that_session_only_and_reattac
             .value,
         json!(5)
     );
-    mock.once("Runtime.evaluate", Action::Never);
+    busy_script(&mock);
 
     let t0 = std::time::Instant::now();
     let err = engine
@@ -301,7 +318,7 @@ async fn browser_answers_map_to_typed_errors() {
             "user exception",
             "Runtime.evaluate",
             Action::Reply(
-                json!({"result": {"type": "object", "value": {"$tw": "exception", "name": "TypeError", "message": "x is not a function", "stack": "TypeError: x is not a function\n    at __tw_run (tabwarden-eval.js:3:5)\n    at tabwarden-eval.js:9:1"}}}),
+                json!({"result": {"type": "object", "value": {"$tw": "exception", "name": "TypeError", "message": "x is not a function", "stack": "TypeError: x is not a function\n    at __tw_run (<anonymous>:3:5)\n    at <anonymous>:9:1"}}}),
             ),
         ),
         (
@@ -554,7 +571,7 @@ async fn a_termination_that_takes_keeps_the_session_warm() {
         .evaluate(EvalRequest::new("1"), &budget(2000))
         .await
         .expect("warm");
-    mock.once("Runtime.evaluate", Action::Never);
+    busy_script(&mock);
     let task = {
         let engine = engine.clone();
         tokio::spawn(async move {
@@ -612,7 +629,7 @@ async fn a_session_that_fails_its_health_probe_is_replaced() {
         .evaluate(EvalRequest::new("1"), &budget(2000))
         .await
         .expect("warm");
-    mock.once("Runtime.evaluate", Action::Never);
+    busy_script(&mock);
     let task = {
         let engine = engine.clone();
         tokio::spawn(async move {
@@ -650,4 +667,141 @@ async fn a_session_that_fails_its_health_probe_is_replaced() {
         .expect("evaluate");
     assert_eq!(last.session_id.as_deref(), Some("S2"));
     assert_eq!(engine.metrics().detaches, 1);
+}
+
+#[tokio::test]
+async fn a_promise_pending_at_the_deadline_with_the_page_idle_is_a_promise_timeout_and_nothing_is_terminated(
+) {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("warm");
+    // The script's call never answers (its in-page settle timer is late, say
+    // on a loaded machine) while the page answers everything sent after it:
+    // its synchronous part returned a promise (C14).
+    mock.once("Runtime.evaluate", Action::Never);
+    let err = engine
+        .evaluate(EvalRequest::new("new Promise(() => {})"), &budget(400))
+        .await
+        .expect_err("timeout");
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Promise,
+                terminated: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("promise never settled"), "{err}");
+    let probes: Vec<_> = mock
+        .received_method("Runtime.evaluate")
+        .into_iter()
+        .filter(is_idle_probe)
+        .collect();
+    assert_eq!(probes.len(), 2, "half-way and at the deadline: {probes:?}");
+    assert!(probes.iter().all(|p| p.session_id.as_deref() == Some("S1")));
+    assert!(mock
+        .received_method("Runtime.terminateExecution")
+        .is_empty());
+    // Nothing to settle: the next evaluate goes at once, on the same session.
+    let out = engine
+        .evaluate(EvalRequest::new("2"), &budget(2000))
+        .await
+        .expect("next");
+    assert_eq!(out.value, json!(5));
+    assert!(mock.received_method("Target.detachFromTarget").is_empty());
+    let m = engine.metrics();
+    assert_eq!(
+        (m.timeouts, m.promise_timeouts, m.terminations, m.detaches),
+        (1, 1, 0, 0),
+        "{m:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_promise_whose_continuation_still_runs_at_the_deadline_is_terminated() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("warm");
+    // The half-way probe answers (the synchronous part returned a promise),
+    // the one at the deadline does not (a continuation loops).
+    let probes = Arc::new(AtomicU64::new(0));
+    let seen = probes.clone();
+    mock.on_fn("Runtime.evaluate", move |r| {
+        if !is_idle_probe(r) {
+            return None;
+        }
+        match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => Some(Action::Reply(
+                json!({"result": {"type": "number", "value": 0}}),
+            )),
+            _ => Some(Action::Never),
+        }
+    });
+    mock.once("Runtime.evaluate", Action::Never);
+    let err = engine
+        .evaluate(
+            EvalRequest::new("(async () => { await null; for (;;) {} })()"),
+            &budget(400),
+        )
+        .await
+        .expect_err("timeout");
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Promise,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(probes.load(Ordering::SeqCst), 2);
+    assert_eq!(mock.received_method("Runtime.terminateExecution").len(), 1);
+    assert_eq!(engine.metrics().promise_timeouts, 1);
+}
+
+#[tokio::test]
+async fn a_busy_script_sends_no_second_probe_and_is_terminated_at_the_deadline() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("warm");
+    busy_script(&mock);
+    let t0 = std::time::Instant::now();
+    let err = engine
+        .evaluate(EvalRequest::new("while (true) {}"), &budget(400))
+        .await
+        .expect_err("timeout");
+    // The unanswered half-way probe says "busy": terminate at once, no wait
+    // for a second probe (the grace after the termination is all it adds).
+    assert!(
+        t0.elapsed() < Duration::from_millis(400 + 100 + 80),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                kind: TimeoutKind::Script,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let probes = mock
+        .received_method("Runtime.evaluate")
+        .into_iter()
+        .filter(is_idle_probe)
+        .count();
+    assert_eq!(probes, 1);
+    assert_eq!(mock.received_method("Runtime.terminateExecution").len(), 1);
 }
