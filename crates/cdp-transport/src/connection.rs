@@ -172,6 +172,9 @@ struct State {
     closed_count: usize,
 }
 
+/// Bytes tungstenite reads from the socket at a time (its default: 128 KiB).
+const READ_BUFFER_SIZE: usize = 16 * 1024;
+
 /// Source of [`Connection::id`].
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -489,7 +492,12 @@ impl Connection {
             })?;
             req.headers_mut().insert(name, value);
         }
+        // tungstenite zero-fills its whole read buffer before every socket
+        // read (`FrameCodec::read_in`); at its default 128 KiB that was 70–80%
+        // of our process's instructions per small evaluate (callgrind,
+        // docs/profiles/evaluate.md). Large messages just take more reads.
         let config = WebSocketConfig::default()
+            .read_buffer_size(READ_BUFFER_SIZE)
             .max_message_size(Some(options.max_message_size))
             .max_frame_size(Some(options.max_message_size));
         let (ws, _resp) =
