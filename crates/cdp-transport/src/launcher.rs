@@ -176,10 +176,7 @@ impl LaunchedChrome {
         sweep_stale_profiles(profile.path().parent().unwrap_or(Path::new("/tmp")));
         // Marks the profile so that, if this process dies without dropping
         // `self` (SIGKILL, `exit`), a later launch removes it.
-        let _ = std::fs::write(
-            profile.path().join(OWNER_FILE),
-            std::process::id().to_string(),
-        );
+        write_owner_file(profile.path());
         let child = spawn_on_keeper(cmd).map_err(|e| Error::Launch {
             reason: format!("cannot start {}: {e}", exe.display()),
         })?;
@@ -483,6 +480,15 @@ pub fn shared_chrome() -> std::result::Result<String, String> {
     }
 }
 
+/// Writes [`OWNER_FILE`] (this process's pid) into `profile` by rename, so a
+/// concurrent [`sweep_stale_profiles`] never reads it half written.
+fn write_owner_file(profile: &Path) {
+    let tmp = profile.join(format!("{OWNER_FILE}.tmp"));
+    if std::fs::write(&tmp, std::process::id().to_string()).is_ok() {
+        let _ = std::fs::rename(&tmp, profile.join(OWNER_FILE));
+    }
+}
+
 /// File in every launched profile naming the pid of the process that launched it.
 pub const OWNER_FILE: &str = "tabwarden-owner";
 
@@ -490,8 +496,7 @@ pub const OWNER_FILE: &str = "tabwarden-owner";
 /// process has exited without removing them: killed with SIGKILL, or ended
 /// with `exit` (a test binary's [`shared_chrome`]). Their Chromium is already
 /// gone (`PR_SET_PDEATHSIG`, see [`LaunchedChrome`]). Only directories holding
-/// [`OWNER_FILE`] whose pid has no `/proc` entry (or is not a number) are
-/// removed; profiles of running processes are left alone. Called by every
+/// [`OWNER_FILE`] whose pid has no `/proc` entry are removed; profiles of running processes are left alone. Called by every
 /// launch; returns how many were removed. Never fails: a directory that
 /// cannot be read or removed is skipped.
 ///
@@ -514,10 +519,12 @@ pub fn sweep_stale_profiles(dir: &Path) -> usize {
         let Ok(owner) = std::fs::read_to_string(path.join(OWNER_FILE)) else {
             continue;
         };
-        let alive = owner
-            .trim()
-            .parse::<u32>()
-            .is_ok_and(|pid| Path::new("/proc").join(pid.to_string()).exists());
+        // Unreadable content is never taken for a dead owner (the file is
+        // written by rename, so a live owner's is always whole).
+        let Ok(pid) = owner.trim().parse::<u32>() else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
         if !alive && std::fs::remove_dir_all(&path).is_ok() {
             removed += 1;
         }

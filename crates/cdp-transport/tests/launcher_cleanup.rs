@@ -144,8 +144,12 @@ fn sweep_removes_only_profiles_of_exited_owners() {
     let unmarked = mk("tabwarden-profile-unmarked", None);
     let other = mk("someone-else", Some(dead.to_string()));
 
-    assert_eq!(sweep_stale_profiles(dir.path()), 2);
-    assert!(!gone.exists() && !garbage.exists());
+    assert_eq!(sweep_stale_profiles(dir.path()), 1);
+    assert!(!gone.exists());
+    assert!(
+        garbage.exists(),
+        "an owner file that is not a pid is never taken for a dead owner"
+    );
     assert!(mine.exists(), "a live owner's profile stays");
     assert!(
         unmarked.exists(),
