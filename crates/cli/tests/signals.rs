@@ -1,6 +1,7 @@
 //! Signals and argument checks of the `tabwarden` binary: SIGTERM ends
 //! `tabwarden mcp` like stdin EOF (its Chromium killed, its profile
-//! removed); bad arguments exit 2 before a browser is launched or reached.
+//! removed); after SIGKILL its Chromium dies too and the next run removes
+//! the profile; bad arguments exit 2 before a browser is launched or reached.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -239,4 +240,89 @@ fn dialog_policy_values_are_listed_in_help() {
     for v in ["must_respond", "auto_dismiss", "auto_accept"] {
         assert!(help.contains(v), "{v} not in mcp --help:\n{help}");
     }
+}
+
+fn using_profile(profile: &str) -> Vec<(u32, u32, String)> {
+    processes()
+        .into_iter()
+        .filter(|p| p.2.contains(profile))
+        .collect()
+}
+
+/// A `tabwarden` killed with SIGKILL runs no destructor and no signal
+/// handler. Its Chromium dies anyway (the launcher forks Chromium with
+/// `PR_SET_PDEATHSIG` from a thread that lives as long as the process), and
+/// the next launch removes the profile it left (`launcher::sweep_stale_profiles`).
+#[test]
+fn sigkill_of_tabwarden_takes_its_chromium_and_the_next_run_removes_the_profile() {
+    let mut child = bin()
+        .args(["mcp", "--offline"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn tabwarden mcp: {e}"));
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-03-26","capabilities":{{}},"clientInfo":{{"name":"sigkill-test","version":"0"}}}}}}"#
+    )
+    .unwrap_or_else(|e| panic!("write initialize: {e}"));
+    stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let reply = rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("no initialize reply: {e}"));
+    assert!(reply.contains("\"result\""), "initialize: {reply}");
+    let profile = chromium_profile_under(pid)
+        .unwrap_or_else(|| panic!("no Chromium under tabwarden ({pid})"));
+
+    // The launch ran on a tokio blocking-pool thread, which exits after 10 s
+    // idle: Chromium must not die with that thread.
+    std::thread::sleep(Duration::from_secs(11));
+    assert!(
+        !using_profile(&profile).is_empty(),
+        "Chromium died while tabwarden was still running"
+    );
+
+    child.kill().unwrap_or_else(|e| panic!("SIGKILL: {e}"));
+    let _ = child.wait();
+    drop(stdin);
+    let t0 = Instant::now();
+    while !using_profile(&profile).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = using_profile(&profile);
+    assert!(left.is_empty(), "Chromium outlived the SIGKILL: {left:?}");
+    println!(
+        "Chromium gone {:?} after SIGKILL of tabwarden",
+        t0.elapsed()
+    );
+    assert!(
+        std::path::Path::new(&profile).exists(),
+        "nothing could remove the profile yet"
+    );
+
+    // The next launch sweeps the orphaned profile.
+    let out = bin()
+        .args(["eval", "about:blank", "1+1", "--offline"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !std::path::Path::new(&profile).exists(),
+        "the next launch did not remove the orphaned profile {profile}"
+    );
 }
