@@ -163,9 +163,20 @@ const CONNECT_BUDGET: Duration = Duration::from_secs(20);
 /// call's own budget is spent by then; the engine uses the same rule for its
 /// clean-up).
 const TERMINATE_BUDGET: Duration = Duration::from_secs(2);
-/// How long a timed-out ref action waits for `Runtime.terminateExecution` to
-/// be acknowledged before it returns (the request keeps going in the background).
+/// Longest a timed-out ref action or navigation waits for its clean-up
+/// (`Runtime.terminateExecution`, `Page.stopLoading`) to be acknowledged
+/// before it returns; the request keeps going in the background. The wait
+/// comes after the budget, so it is scaled to it: [`cleanup_grace`].
 const TERMINATE_GRACE: Duration = Duration::from_millis(600);
+
+/// The clean-up wait after a budget of `budget.total()` ran out: a twentieth
+/// of it, between 25 ms and [`TERMINATE_GRACE`]. A call thus returns within
+/// `timeout_ms` + 5 % (≤ 50 ms at 1 s; a responsive browser acknowledges in
+/// a few ms, so it rarely waits that long); when the acknowledgement comes
+/// later the error says it was sent but not acknowledged.
+fn cleanup_grace(budget: &Budget) -> Duration {
+    (budget.total() / 20).clamp(Duration::from_millis(25), TERMINATE_GRACE)
+}
 /// Most of a call's remaining budget spent waiting for the supervisor to
 /// record a dialog the engine already saw open.
 const DIALOG_CATCH_UP: Duration = Duration::from_secs(1);
@@ -176,9 +187,6 @@ const NO_COMMIT_GRACE: Duration = Duration::from_millis(500);
 /// Bound on `Page.stopLoading` after a navigation gave up before its commit
 /// (its own bound: the call's budget is spent by then).
 const STOP_BUDGET: Duration = Duration::from_secs(2);
-/// How long a navigation that gave up before its commit waits for
-/// `Page.stopLoading` to be acknowledged before it returns.
-const STOP_GRACE: Duration = Duration::from_millis(600);
 /// Bound on `Target.getTargetInfo` for a navigation's URL and title (part of
 /// the call's budget while some is left, else on its own).
 const INFO_BUDGET: Duration = Duration::from_secs(2);
@@ -645,7 +653,8 @@ impl Tools {
     ///   opens during the call is `status: "dialog_opened"`.
     /// * `Page.navigate` answers when the navigation commits. When the
     ///   budget ends (or the call is dropped) before that, `Page.stopLoading`
-    ///   is sent (waited for ≤ 600 ms): until a pending navigation ends,
+    ///   is sent (its acknowledgement waited for `timeout_ms`/20, 25–600 ms):
+    ///   until a pending navigation ends,
     ///   Chromium holds every renderer-bound command of the tab, so without
     ///   it every later call would wait out its budget (found against a
     ///   server that accepts and never answers). The tab stays on its
@@ -666,7 +675,7 @@ impl Tools {
     ///   that did not answer the probe is busy in a script:
     ///   `Runtime.terminateExecution` is sent, and the `timeout` error says
     ///   a script was stopped only when the probe then came back (waited
-    ///   for ≤ 600 ms past the deadline).
+    ///   for `timeout_ms`/20, 25–600 ms, past the deadline).
     ///
     /// # Errors
     /// `invalid_argument`, `dialog_pending`, `navigation_failed`, `timeout`,
@@ -852,7 +861,7 @@ impl Tools {
         let page = tab.sup.page_session();
         let stopped = matches!(
             tokio::time::timeout(
-                STOP_GRACE,
+                cleanup_grace(budget),
                 page.call("Page.stopLoading", json!({}), Budget::new(STOP_BUDGET)),
             )
             .await,
@@ -979,7 +988,7 @@ impl Tools {
                         .is_ok()
                 });
                 let after = probe
-                    .wait_until(tokio::time::Instant::now() + TERMINATE_GRACE)
+                    .wait_until(tokio::time::Instant::now() + cleanup_grace(budget))
                     .await;
                 let acked = term.is_finished() && matches!(term.await, Ok(true));
                 let freed = matches!(
@@ -1208,7 +1217,7 @@ impl Tools {
                 .is_ok()
         });
         let terminated = matches!(
-            tokio::time::timeout(TERMINATE_GRACE, term).await,
+            tokio::time::timeout(cleanup_grace(budget), term).await,
             Ok(Ok(true))
         );
         // What is known: nothing answered within the budget; not whether the
