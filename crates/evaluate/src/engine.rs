@@ -13,6 +13,29 @@
 //!    `auxData.frameId`; keyed by session because context ids are per process)
 //!    and the open dialog, if any. An OOPIF gets its own session the same way
 //!    (its target id equals its frame id).
+//!
+//!    **A renderer busy with its page's own script** (a loop that never
+//!    yields) holds these renderer-bound setup commands (`Runtime.enable`,
+//!    `Page.enable`, `Page.getFrameTree`, `DOM.resolveNode`). One that has
+//!    no answer after half the budget, at most
+//!    [`EngineConfig::busy_after_max`] (2 s), or whose budget runs out,
+//!    means nothing of ours runs there: the target gets
+//!    `Runtime.terminateExecution` once, on the session the
+//!    [`Engine::set_terminate_route`] names (a session the renderer bound
+//!    before it got busy; one attached while the script runs cannot reach
+//!    it), and the evaluate goes on within its budget: the held commands
+//!    answer once the script has stopped, and the script is sent only after
+//!    that termination is settled (acknowledged, or taken by a probe), so it
+//!    never ends the user's script. The result then carries a note
+//!    ([`EvalOutcome::notes`]); at the deadline it is `page_busy`, which
+//!    says a script was stopped only when the termination was acknowledged.
+//!
+//!    A dialog the page session's tracker saw open with no close refuses the
+//!    evaluate (`dialog_opened`). One seen more than 250 ms ago is checked
+//!    first by a trivial evaluate on the session of its frame, bounded by
+//!    300 ms (and half the budget): a dialog holds its renderer, so an
+//!    answer shows none blocks it (an opening whose close never came, C23),
+//!    and the state is forgotten.
 //! 2. The user's source is sent **once**, in one round trip in the common
 //!    case: `Runtime.evaluate` in the frame's main world (or
 //!    `Runtime.callFunctionOn` on the element from `DOM.resolveNode`) of a
@@ -20,11 +43,23 @@
 //!    statements when the source certainly is no expression (it starts with
 //!    `const`/`let x`/`if`/`return`/…, or has a `;` outside brackets),
 //!    a function when it is a function literal, an expression otherwise.
-//!    A wrapper that does not parse runs nothing: a `SyntaxError` reply is
-//!    compile-checked (`Runtime.compileScript` on exactly the text sent,
-//!    which runs nothing) to tell it from a `SyntaxError` the script threw
-//!    (`js_exception`), and a source that is no expression is then sent as
-//!    statements. A source that parses in no form is `invalid_source`.
+//!    Statements of a page evaluate go as a script (a direct `eval` of the
+//!    source in the wrapper), whose value is their completion value, as in
+//!    the DevTools console (`var x = 1; x` is 1); with a top-level `return`
+//!    or any `await`, and for element evaluates, as a function body
+//!    (`return` gives the value). A wrapper that does not parse runs
+//!    nothing: a `SyntaxError` reply is compile-checked
+//!    (`Runtime.compileScript` on exactly the text sent, which runs nothing)
+//!    to tell it from a `SyntaxError` the script threw (`js_exception`), and
+//!    a source that is no expression is then sent as statements. A script
+//!    whose `eval` throws before its first statement ran (it does not parse
+//!    as a script) answers `not_script`: the source alone is compile-checked,
+//!    and it goes as a function body when the complaint is a top-level
+//!    `return`/`await`, else it is `invalid_source`. A source that parses in
+//!    no form is `invalid_source`, with the parser's position in the
+//!    user's source (none when the parser stopped inside the wrapper).
+//!    Exception positions are mapped back the same way (`line L, column C`
+//!    of the source).
 //! 3. The wrapper hands the script to a page-side helper, installed once per
 //!    execution context as a non-enumerable global property named after the
 //!    helper's content hash (the first evaluate in a context carries it;
@@ -96,6 +131,7 @@
 //! | `truncated` | `kind`: `string` (+ `length`, `value` prefix), `items`/`keys` (+ `omitted`), `depth`, `size` | the size cap, depth or item limit hit |
 //! | `unserializable` | `error` | anything the serializer could not read |
 
+use crate::busy::Unstick;
 use crate::engine_js::{self, Helper};
 use crate::error::{DialogInfo, Error, Result, TimeoutKind};
 use cdp_transport::{
@@ -159,6 +195,13 @@ pub struct EngineConfig {
     /// Chromium's own `timeout` parameter of `Runtime.evaluate` is the
     /// remaining budget plus this margin (a second line only). Default 250 ms.
     pub chromium_timeout_margin: Duration,
+    /// Before the script is sent, a renderer-bound setup command
+    /// (`Runtime.enable`, `Page.getFrameTree`, `DOM.resolveNode`) that has
+    /// no answer after half the budget, at most this long, means the
+    /// renderer is busy with the page's own script: its session gets
+    /// `Runtime.terminateExecution` and the evaluate goes on within its
+    /// budget (step 1 of the module docs). Default 2 s ([`crate::BUSY_AFTER_MAX`]).
+    pub busy_after_max: Duration,
 }
 
 impl Default for EngineConfig {
@@ -171,6 +214,7 @@ impl Default for EngineConfig {
             text_excerpt_chars: 200,
             terminate_grace: Duration::from_millis(100),
             chromium_timeout_margin: Duration::from_millis(250),
+            busy_after_max: crate::busy::BUSY_AFTER_MAX,
         }
     }
 }
@@ -194,6 +238,11 @@ impl EngineConfig {
     /// Sets [`EngineConfig::terminate_grace`].
     pub fn terminate_grace(mut self, d: Duration) -> Self {
         self.terminate_grace = d;
+        self
+    }
+    /// Sets [`EngineConfig::busy_after_max`].
+    pub fn busy_after_max(mut self, d: Duration) -> Self {
+        self.busy_after_max = d;
         self
     }
 }
@@ -263,8 +312,18 @@ pub enum SourceForm {
     /// (with the element for element evaluate) and its value returned.
     Function,
     /// Statements, run as an async function body; `return` gives the value
-    /// (`undefined` otherwise).
+    /// (`undefined` otherwise). Used for statements with a top-level
+    /// `return` or any `await`, for element evaluates, and for statements
+    /// that do not parse as a script.
     Statements,
+    /// Statements run as a script (a direct `eval` in the wrapper): the
+    /// value is the completion value, i.e. that of the last expression
+    /// statement, as the DevTools console gives it (`var x = 1; x` is 1).
+    /// A completion value that is a promise is awaited under the budget
+    /// like any other. Page evaluates of statements without a top-level
+    /// `return` and without `await` go this way first; one that does not
+    /// parse as a script ran nothing and goes as [`SourceForm::Statements`].
+    Script,
 }
 
 /// A finished evaluate.
@@ -280,6 +339,12 @@ pub struct EvalOutcome {
     pub frame_id: FrameId,
     /// The target whose session ran it (the page, or an OOPIF).
     pub target_id: TargetId,
+    /// What the engine had to do besides running the script, in words:
+    /// e.g. that the page's own script kept the renderer busy and was
+    /// stopped with `Runtime.terminateExecution` before the script could
+    /// run. Empty in the common case.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Wall time of the whole evaluate, including attach and any compile check.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -368,6 +433,10 @@ struct WarmState {
     contexts: HashMap<FrameId, Ctx>,
     by_id: HashMap<i64, FrameId>,
     dialog: Option<DialogInfo>,
+    /// When `dialog` was seen opening, and a count of openings (so a check
+    /// clears only the dialog it checked).
+    dialog_at: Option<(Instant, u64)>,
+    dialog_seq: u64,
     /// Helper state by execution context id (absent: not installed yet).
     helpers: HashMap<i64, HelperState>,
 }
@@ -417,6 +486,10 @@ struct Inner {
     /// "terminate the current or the NEXT execution", C17). New evaluates
     /// wait until it is zero, so a stray termination never ends their script.
     absorbing: watch::Sender<u32>,
+    /// Where a termination of the page's own script goes ([`Engine::set_terminate_route`]).
+    terminate_route: Mutex<Option<crate::TerminateRoute>>,
+    /// The settle hook of this engine's [`Unstick`]s (see [`absorb_hook`]).
+    absorb_hook: crate::busy::SettleHook,
     m: Counters,
 }
 
@@ -474,6 +547,7 @@ impl Engine {
     /// An engine for the page target `page_target` on `conn`. Nothing is
     /// attached until the first evaluate (or [`Engine::warm_up`]).
     pub fn new(conn: Connection, page_target: TargetId, config: EngineConfig) -> Self {
+        let absorbing = watch::channel(0).0;
         Self {
             inner: Arc::new(Inner {
                 conn,
@@ -481,10 +555,25 @@ impl Engine {
                 config,
                 warm: Mutex::new(HashMap::new()),
                 attach_lock: tokio::sync::Mutex::new(()),
-                absorbing: watch::channel(0).0,
+                absorb_hook: absorb_hook(&absorbing),
+                absorbing,
+                terminate_route: Mutex::new(None),
                 m: Counters::default(),
             }),
         }
+    }
+
+    /// Names the session on which `Runtime.terminateExecution` reaches a
+    /// target whose renderer is busy with its page's own script: one the
+    /// renderer bound before it got busy (Chromium binds a new session on
+    /// the renderer's main thread, so a session the engine attaches while
+    /// a script runs cannot end it). A tab passes the supervisor's page and
+    /// cross-site iframe sessions, and none while a dialog is pending (then
+    /// nothing is terminated). Without a route, the termination goes on the
+    /// engine's own session of the command that had no answer, which ends
+    /// the page's script only when that session was attached before.
+    pub fn set_terminate_route(&self, route: crate::TerminateRoute) {
+        *lock(&self.inner.terminate_route) = Some(route);
     }
 
     /// The page target this engine serves.
@@ -509,7 +598,9 @@ impl Engine {
     pub async fn warm_up(&self, budget: &Budget) -> Result<()> {
         let start = Instant::now();
         let target = self.inner.page_target.clone();
-        self.warm_session(&target, budget, start).await.map(|_| ())
+        self.warm_session(&target, budget, start, None)
+            .await
+            .map(|_| ())
     }
 
     /// The engine's current session on `target_id`, if one is attached and warm
@@ -682,8 +773,28 @@ impl Engine {
     ) -> Result<EvalOutcome> {
         self.wait_absorbed(budget, start).await?;
         let page_target = self.inner.page_target.clone();
-        let page = self.warm_session(&page_target, budget, start).await?;
-        let (warm, frame_id) = self.route(&page, &req.target, budget, start).await?;
+        // Renderer-bound setup commands: a renderer that does not answer
+        // them is busy with the page's own script, which is terminated
+        // (see `busy`), and the evaluate goes on within its budget.
+        let unstick = Unstick::new(
+            budget,
+            self.inner.config.busy_after_max,
+            Some(self.inner.absorb_hook.clone()),
+            lock(&self.inner.terminate_route).clone(),
+        );
+        let setup = async {
+            let page = self
+                .warm_session(&page_target, budget, start, Some(&unstick))
+                .await?;
+            let (warm, frame_id) = self
+                .route(&page, &req.target, budget, start, &unstick)
+                .await?;
+            Ok::<_, Error>((page, warm, frame_id))
+        };
+        let (page, warm, frame_id) = match setup.await {
+            Ok(x) => x,
+            Err(e) => return Err(self.busy_or(e, &unstick, budget, start).await),
+        };
         // Subscribe before anything is sent, so no event is missed.
         let same = Arc::ptr_eq(&warm, &page);
         let mut page_ev = Some(page.session.subscribe());
@@ -692,9 +803,7 @@ impl Engine {
         } else {
             Some(warm.session.subscribe())
         };
-        if let Some(dialog) = page.lock().dialog.clone() {
-            return Err(Error::DialogOpened { dialog });
-        }
+        self.check_dialog(&page, &warm, budget).await?;
         let sent = Arc::new(Sent::default());
         let ctx_id: Arc<Mutex<Option<i64>>> = Arc::new(Mutex::new(None));
         let work = self.work(
@@ -705,6 +814,7 @@ impl Engine {
             start,
             sent.clone(),
             ctx_id.clone(),
+            &unstick,
         );
         let mut work = std::pin::pin!(work);
         let deadline = tokio::time::Instant::from_std(budget.deadline());
@@ -741,6 +851,7 @@ impl Engine {
             form,
             frame_id: frame_id.clone(),
             target_id: warm.target_id.clone(),
+            notes: unstick.notes(),
             elapsed: start.elapsed(),
         };
         loop {
@@ -748,7 +859,7 @@ impl Engine {
                 biased;
                 r = &mut work => return r.map(finish),
                 _ = budget.cancel_token().cancelled() => {
-                    return self.stop(&warm, work.as_mut(), Stop::Cancel, budget, start, &sent, None).await.map(finish);
+                    return self.stop(&warm, work.as_mut(), Stop::Cancel, budget, start, &sent, None, &unstick).await.map(finish);
                 }
                 _ = &mut expiry => {
                     if probe_at.take().is_some() {
@@ -766,7 +877,7 @@ impl Engine {
                         }
                         continue;
                     }
-                    return self.stop(&warm, work.as_mut(), Stop::Deadline, budget, start, &sent, idle.take()).await.map(finish);
+                    return self.stop(&warm, work.as_mut(), Stop::Deadline, budget, start, &sent, idle.take(), &unstick).await.map(finish);
                 }
                 _ = tokio::time::sleep_until(interrupted.as_ref().map_or(far, |i| i.2)), if interrupted.is_some() => {
                     if let Some((e, ctx_then, _)) = interrupted.take() {
@@ -839,11 +950,27 @@ impl Engine {
         start: Instant,
         sent: &Sent,
         idle: Option<IdleProbe>,
+        unstick: &Unstick,
     ) -> Work
     where
         W: Future<Output = Work>,
     {
         let was_sent = sent.is_set();
+        if !was_sent && why == Stop::Deadline {
+            // Nothing of ours runs: a setup command still pending now is
+            // held by the page's own script.
+            unstick.terminate_pending();
+            if unstick.fired() {
+                return Err(self
+                    .busy_or(
+                        timeout_err(TimeoutKind::Setup, budget, start, false),
+                        unstick,
+                        budget,
+                        start,
+                    )
+                    .await);
+            }
+        }
         let grace = self.inner.config.terminate_grace;
         let promise = why == Stop::Deadline
             && was_sent
@@ -887,6 +1014,15 @@ impl Engine {
             match ended {
                 Ok(Ok(v)) if why == Stop::Deadline => {
                     // It finished inside the grace: hand the value over after all.
+                    if !promise {
+                        // The renderer had not answered the idle probe: a
+                        // script kept it busy, and since ours then ran to
+                        // its value, it was most likely the page's own.
+                        unstick.add_note(format!(
+                            "the renderer did not answer until the deadline ({} ms): a script (most likely the page's own) kept it busy and was stopped with Runtime.terminateExecution, then this script ran",
+                            duration_ms(start.elapsed())
+                        ));
+                    }
                     return Ok(v);
                 }
                 Ok(Err(Error::Timeout {
@@ -983,7 +1119,10 @@ impl Engine {
         let target = warm.target_id.clone();
         tokio::spawn(async move {
             let budget = Budget::new(CLEANUP_BUDGET);
-            match engine.warm_session(&target, &budget, Instant::now()).await {
+            match engine
+                .warm_session(&target, &budget, Instant::now(), None)
+                .await
+            {
                 Ok(_) => debug!(
                     target_id = target.as_str(),
                     "replacement engine session ready"
@@ -1016,12 +1155,102 @@ impl Engine {
         }
     }
 
+    /// The error for a setup that failed with `e`: when `unstick` sent a
+    /// termination (a renderer-bound setup command had no answer), a
+    /// timeout becomes `page_busy`, after at most `terminate_grace` for the
+    /// termination to settle (to say whether a running script was stopped).
+    async fn busy_or(&self, e: Error, unstick: &Unstick, budget: &Budget, start: Instant) -> Error {
+        let setup_timeout = matches!(
+            e,
+            Error::Timeout {
+                kind: TimeoutKind::Setup,
+                ..
+            }
+        );
+        if !setup_timeout || !unstick.fired() {
+            return e;
+        }
+        unstick.settled(self.inner.config.terminate_grace).await;
+        Error::PageBusy {
+            method: unstick.first_method().unwrap_or_default(),
+            budget: budget.total(),
+            elapsed: start.elapsed(),
+            stopped: unstick.stopped_a_script(),
+            consequence: "the script never ran".into(),
+        }
+    }
+
+    /// Refuses with `dialog_opened` while the page session's tracker saw a
+    /// dialog open and no close. A dialog seen opening more than
+    /// [`DIALOG_TRUST`] ago is checked first: a trivial evaluate on the
+    /// session of the dialog's frame (a dialog holds its renderer, so it
+    /// does not answer while the dialog shows) that answers within
+    /// [`DIALOG_CHECK`] (at most half the remaining budget) shows that no
+    /// dialog blocks, e.g. an opening whose close never came (an injected
+    /// or lost event, C23), and the state is cleared. A dialog of a frame
+    /// the engine has no session for is trusted as it is.
+    async fn check_dialog(
+        &self,
+        page: &Arc<Warm>,
+        warm: &Arc<Warm>,
+        budget: &Budget,
+    ) -> Result<()> {
+        let (dialog, at) = {
+            let st = page.lock();
+            match &st.dialog {
+                Some(d) => (d.clone(), st.dialog_at),
+                None => return Ok(()),
+            }
+        };
+        let Some((opened, seq)) = at.filter(|(t, _)| t.elapsed() >= DIALOG_TRUST) else {
+            return Err(Error::DialogOpened { dialog });
+        };
+        // The session whose renderer the dialog holds.
+        let session = match &dialog.frame_id {
+            None => Some(page.session.clone()),
+            Some(f) if page.lock().contexts.contains_key(f) => Some(page.session.clone()),
+            Some(f) if warm.target_id.as_str() == f.as_str() => Some(warm.session.clone()),
+            Some(f) => self
+                .cached(&TargetId::new(f.as_str()))
+                .map(|w| w.session.clone()),
+        };
+        let Some(session) = session else {
+            return Err(Error::DialogOpened { dialog });
+        };
+        let bound = DIALOG_CHECK.min(budget.remaining() / 2);
+        let answered = session
+            .call(
+                RUNTIME_EVALUATE,
+                json!({"expression": "0 // tabwarden dialog check", "returnByValue": true}),
+                bound,
+            )
+            .await
+            .is_ok();
+        if !answered {
+            return Err(Error::DialogOpened { dialog });
+        }
+        let mut st = page.lock();
+        if st.dialog_at.map(|(_, s)| s) == Some(seq) {
+            st.dialog = None;
+            st.dialog_at = None;
+        }
+        drop(st);
+        info!(
+            target: "tabwarden::evaluate",
+            dialog_type = dialog.dialog_type.as_str(),
+            open_ms = duration_ms(opened.elapsed()),
+            "a dialog seen opening without a close does not block the page: forgotten"
+        );
+        Ok(())
+    }
+
     /// The warm session on `target`, attaching (and enabling Runtime/Page) if needed.
     async fn warm_session(
         &self,
         target: &TargetId,
         budget: &Budget,
         start: Instant,
+        unstick: Option<&Unstick>,
     ) -> Result<Arc<Warm>> {
         if let Some(w) = self.cached(target) {
             return Ok(w);
@@ -1063,11 +1292,23 @@ impl Engine {
             changed: rx,
             tracker,
         });
+        // `Runtime.enable` and `Page.enable` are renderer-bound: the page's
+        // own script can hold them (then `unstick` terminates it).
+        let call = |method: &'static str| {
+            let session = session.clone();
+            let budget = budget.clone();
+            let unstick = unstick.cloned();
+            async move {
+                match unstick {
+                    Some(u) => u.call(&session, method, json!({}), &budget).await,
+                    None => session.call(method, json!({}), budget).await,
+                }
+            }
+        };
         let enable = async {
-            let rt = session.call(RUNTIME_ENABLE, json!({}), budget.clone());
+            let rt = call(RUNTIME_ENABLE);
             if is_page {
-                let pg = session.call(PAGE_ENABLE, json!({}), budget.clone());
-                let (a, b) = tokio::join!(rt, pg);
+                let (a, b) = tokio::join!(rt, call(PAGE_ENABLE));
                 a.and(b)
             } else {
                 rt.await
@@ -1075,7 +1316,14 @@ impl Engine {
         };
         if let Err(e) = enable.await {
             let s = session.clone();
-            tokio::spawn(async move { s.detach(CLEANUP_BUDGET).await });
+            let settling = unstick.cloned();
+            tokio::spawn(async move {
+                // A termination sent on it goes first.
+                if let Some(u) = settling {
+                    u.settled(CLEANUP_BUDGET).await;
+                }
+                s.detach(CLEANUP_BUDGET).await
+            });
             return Err(setup_err(
                 e,
                 budget,
@@ -1107,6 +1355,7 @@ impl Engine {
         target: &EvalTarget,
         budget: &Budget,
         start: Instant,
+        unstick: &Unstick,
     ) -> Result<(Arc<Warm>, FrameId)> {
         let page_frame = FrameId::new(self.inner.page_target.as_str());
         match target {
@@ -1116,9 +1365,8 @@ impl Engine {
                 if page.lock().contexts.contains_key(f) {
                     return Ok((page.clone(), f.clone()));
                 }
-                let tree = page
-                    .session
-                    .call(PAGE_GET_FRAME_TREE, json!({}), budget.clone())
+                let tree = unstick
+                    .call(&page.session, PAGE_GET_FRAME_TREE, json!({}), budget)
                     .await
                     .map_err(|e| setup_err(e, budget, start, "reading the frame tree"))?;
                 if frame_in_tree(&tree["frameTree"], f.as_str()) {
@@ -1138,7 +1386,9 @@ impl Engine {
                 match info {
                     Ok(v) if v["targetInfo"]["type"] == "iframe" => {
                         let tid = TargetId::new(f.as_str());
-                        let w = self.warm_session(&tid, budget, start).await?;
+                        let w = self
+                            .warm_session(&tid, budget, start, Some(unstick))
+                            .await?;
                         Ok((w, f.clone()))
                     }
                     Ok(_) => Err(Error::UnknownFrame {
@@ -1156,7 +1406,9 @@ impl Engine {
                 target_id,
                 frame_id,
             } => {
-                let w = self.warm_session(target_id, budget, start).await?;
+                let w = self
+                    .warm_session(target_id, budget, start, Some(unstick))
+                    .await?;
                 let f = frame_id
                     .clone()
                     .unwrap_or_else(|| FrameId::new(target_id.as_str()));
@@ -1205,6 +1457,7 @@ impl Engine {
         start: Instant,
         sent: Arc<Sent>,
         ctx_cell: Arc<Mutex<Option<i64>>>,
+        unstick: &Unstick,
     ) -> Work {
         let cfg = &self.inner.config;
         // Calls below run under a budget that outlives the caller's by the
@@ -1215,11 +1468,12 @@ impl Engine {
             Budget::new(budget.remaining() + cfg.terminate_grace + cfg.chromium_timeout_margin);
         let session = &warm.session;
         if let Some(node) = req.element {
-            let resolved = session
+            let resolved = unstick
                 .call(
+                    session,
                     DOM_RESOLVE_NODE,
                     json!({"backendNodeId": node.0, "objectGroup": "tabwarden-eval"}),
-                    call_budget.clone(),
+                    &call_budget,
                 )
                 .await
                 .map_err(|e| {
@@ -1232,6 +1486,7 @@ impl Engine {
                     detail: "no object.objectId".into(),
                 });
             };
+            settle_before_send(unstick, budget).await;
             let r = self
                 .run_forms(
                     Channel::Element(&object_id),
@@ -1262,6 +1517,7 @@ impl Engine {
         // anything runs: then wait for the frame's new context and go
         // once more (the script has not run, so this is no re-run, C10).
         let mut stale: Option<i64> = None;
+        settle_before_send(unstick, budget).await;
         loop {
             let ctx = self.context_for(warm, frame, stale).await?;
             *lock(&ctx_cell) = Some(ctx.id);
@@ -1290,6 +1546,30 @@ impl Engine {
                 r => return r,
             }
         }
+    }
+}
+
+/// The hook an [`Unstick`] of an engine calls when it sends a termination
+/// (+1) and when that is settled (-1): new evaluates wait meanwhile
+/// ([`Engine::wait_absorbed`]), as after the engine's own terminations (C17).
+fn absorb_hook(absorbing: &watch::Sender<u32>) -> crate::busy::SettleHook {
+    let tx = absorbing.clone();
+    Arc::new(move |d: i32| {
+        tx.send_modify(|n| *n = n.saturating_add_signed(d));
+    })
+}
+
+/// A termination of the page's own script sent during setup ends the
+/// current *or the next* script of that process: wait (within the budget;
+/// the caller's select owns the deadline) until it is taken, so it never
+/// ends the user's script.
+async fn settle_before_send(unstick: &Unstick, budget: &Budget) {
+    if unstick.fired() {
+        let settled = unstick.settled(budget.remaining()).await;
+        debug!(
+            settled,
+            "setup terminated the page's script; the renderer answers again"
+        );
     }
 }
 
@@ -1324,7 +1604,8 @@ impl Engine {
         sent: &Sent,
     ) -> Work {
         let session = &warm.session;
-        let mut form = first_form(src);
+        let element = matches!(channel, Channel::Element(_));
+        let mut form = first_form(src, element);
         let mut force_install = false;
         loop {
             let remaining = budget.remaining();
@@ -1362,6 +1643,30 @@ impl Engine {
                 .await
                 .map_err(|e| map_call_err(e, frame, context))?;
             match reply.get("exceptionDetails") {
+                None if reply["result"]["value"]["$tw"] == "not_script" => {
+                    // The statements did not start: nothing of them ran.
+                    sent.clear();
+                    if let Channel::Page(ctx) = channel {
+                        warm.lock()
+                            .helpers
+                            .entry(ctx.id)
+                            .or_insert(HelperState::Installed);
+                    }
+                    // The source alone, compiled as a script (runs nothing):
+                    // a syntax error that is not about `return`/`await` is
+                    // the user's, with its own positions.
+                    if let Some(d) =
+                        compile_check(session, compile_ctx, src.to_string(), call_budget, frame)
+                            .await?
+                    {
+                        if !body_only_syntax(&d) {
+                            return Err(invalid_source(&d, 0, src));
+                        }
+                    }
+                    debug!("statements are no script; sending them as a function body");
+                    form = SourceForm::Statements;
+                    continue;
+                }
                 None if reply["result"]["value"]["$tw"] == "no_helper" => {
                     // Nothing ran. The helper did not stay (or the page lost it).
                     sent.clear();
@@ -1394,18 +1699,54 @@ impl Engine {
                         // It parsed: the SyntaxError was thrown at run time.
                         None => {}
                         Some(d) if form == SourceForm::Statements => {
-                            return Err(invalid_source(&d))
+                            return Err(self
+                                .invalid_statements(
+                                    session,
+                                    compile_ctx,
+                                    src,
+                                    &d,
+                                    call_budget,
+                                    frame,
+                                )
+                                .await)
                         }
                         Some(_) => {
                             debug!(?form, "source is no expression; sending it as statements");
-                            form = SourceForm::Statements;
+                            // Each step moves on: expression or function →
+                            // statements (a script first, for a page) →
+                            // a function body → invalid_source.
+                            form = match form {
+                                SourceForm::Script => SourceForm::Statements,
+                                _ => statements_form(src, element),
+                            };
                             continue;
                         }
                     }
                 }
                 Some(_) => {}
             }
-            return read_reply(reply, form, method, budget, start);
+            return read_reply(reply, form, src, method, budget, start);
+        }
+    }
+
+    /// `invalid_source` for statements whose function-body wrapper did not
+    /// parse (`wrapper` is its compile failure): the source alone compiled
+    /// as a script gives the parser's own words and positions, unless its
+    /// complaint is one a function body does not have (`return`, `await`);
+    /// then the wrapper's, mapped back to the source (its line 2 is the
+    /// source's line 1), and without a position when it lies in the wrapper.
+    async fn invalid_statements(
+        &self,
+        session: &Session,
+        ctx: Option<i64>,
+        src: &str,
+        wrapper: &Value,
+        budget: &Budget,
+        frame: &FrameId,
+    ) -> Error {
+        match compile_check(session, ctx, src.to_string(), budget, frame).await {
+            Ok(Some(d)) if !body_only_syntax(&d) => invalid_source(&d, 0, src),
+            _ => invalid_source(wrapper, 1, src),
         }
     }
 
@@ -1420,8 +1761,11 @@ impl Engine {
         remaining: Duration,
     ) -> (Value, String) {
         let cfg = &self.inner.config;
-        let text =
-            engine_js::wrapper_expression(src, form, helper, &self.page_cfg_literal(remaining));
+        let text = if form == SourceForm::Script {
+            engine_js::script_wrapper_expression(src, helper, &self.page_cfg_literal(remaining))
+        } else {
+            engine_js::wrapper_expression(src, form, helper, &self.page_cfg_literal(remaining))
+        };
         let mut params = json!({
             "expression": text,
             "awaitPromise": true,
@@ -1456,7 +1800,7 @@ impl Engine {
             Helper::Install
         };
         Some(
-            self.page_params(src, first_form(src), helper, &ctx, remaining)
+            self.page_params(src, first_form(src, false), helper, &ctx, remaining)
                 .0,
         )
     }
@@ -1489,6 +1833,13 @@ impl Engine {
         ])
     }
 }
+
+/// A dialog seen opening this recently is taken as open without a check
+/// (its close usually follows an answer within milliseconds).
+const DIALOG_TRUST: Duration = Duration::from_millis(250);
+
+/// How long the check of an older dialog waits for the page to answer.
+const DIALOG_CHECK: Duration = Duration::from_millis(300);
 
 /// After an execution context of the running evaluate went away, how long
 /// its call may take to answer for itself before the evaluate ends with
@@ -1737,10 +2088,13 @@ fn apply(state: &Mutex<WarmState>, ev: &Event) -> bool {
         }
         EV_DIALOG_OPENING => {
             st.dialog = Some(parse_dialog(&ev.params));
+            st.dialog_seq += 1;
+            st.dialog_at = Some((Instant::now(), st.dialog_seq));
             false
         }
         EV_DIALOG_CLOSED => {
             st.dialog = None;
+            st.dialog_at = None;
             false
         }
         _ => false,
@@ -1789,29 +2143,53 @@ async fn compile_check(
         .map_err(|e| map_call_err(e, frame, "compile-checking the source"))
 }
 
-/// `invalid_source` from the parser's `exceptionDetails` of a wrapper text
-/// (the user's source starts on its line 1, 0-based).
-fn invalid_source(d: &Value) -> Error {
-    let message = d["exception"]["description"]
+/// `invalid_source` from the parser's `exceptionDetails` of a text in
+/// which `src` starts on line `offset` (0-based), column 0. A position
+/// outside `src` (in a wrapper around it) is left out.
+fn invalid_source(d: &Value, offset: u32, src: &str) -> Error {
+    let mut message = syntax_message(d).to_string();
+    let lines = u32::try_from(src.lines().count().max(1)).unwrap_or(u32::MAX);
+    let raw_line = d["lineNumber"]
+        .as_u64()
+        .and_then(|l| u32::try_from(l).ok())
+        .and_then(|l| l.checked_sub(offset));
+    let line = raw_line.filter(|l| *l < lines);
+    if offset > 0
+        && raw_line.is_some_and(|l| l >= lines)
+        && message.starts_with("SyntaxError: Unexpected token")
+    {
+        // The parser stopped at the wrapper's closing token, after the
+        // source: to the user, the source ended too early.
+        message = "SyntaxError: Unexpected end of input".into();
+    }
+    let column = line.and_then(|_| {
+        d["columnNumber"]
+            .as_u64()
+            .and_then(|c| u32::try_from(c).ok())
+    });
+    Error::InvalidSource {
+        message,
+        line,
+        column,
+    }
+}
+
+/// The first line of a parser's `exceptionDetails` text.
+fn syntax_message(d: &Value) -> &str {
+    d["exception"]["description"]
         .as_str()
         .or_else(|| d["text"].as_str())
         .unwrap_or("SyntaxError")
         .lines()
         .next()
         .unwrap_or("SyntaxError")
-        .to_string();
-    let line = d["lineNumber"]
-        .as_u64()
-        .and_then(|l| u32::try_from(l).ok())
-        .map(|l| l.saturating_sub(1));
-    let column = d["columnNumber"]
-        .as_u64()
-        .and_then(|c| u32::try_from(c).ok());
-    Error::InvalidSource {
-        message,
-        line,
-        column,
-    }
+}
+
+/// True for a parser complaint that a function body does not have:
+/// `return` or `await` at the top level of a script, `new.target`.
+fn body_only_syntax(d: &Value) -> bool {
+    let m = syntax_message(d);
+    m.contains("Illegal return") || m.contains("await is only valid") || m.contains("new.target")
 }
 
 /// True for `exceptionDetails` of a `SyntaxError` (thrown by the parser, or
@@ -1824,16 +2202,91 @@ fn is_syntax_error(d: &Value) -> bool {
 }
 
 /// The form to send first. Statements when the source certainly is no
-/// expression, a function for a function literal, an expression otherwise.
-/// A wrong guess costs a parse failure (nothing runs), never a second run.
-pub(crate) fn first_form(src: &str) -> SourceForm {
+/// expression (see [`statements_form`]), a function for a function
+/// literal, an expression otherwise. A wrong guess costs a parse failure
+/// (nothing runs), never a second run.
+pub(crate) fn first_form(src: &str, element: bool) -> SourceForm {
     if certainly_statements(src) {
-        SourceForm::Statements
+        statements_form(src, element)
     } else if looks_like_function(src) {
         SourceForm::Function
     } else {
         SourceForm::Expression
     }
+}
+
+/// How statements go: as a script ([`SourceForm::Script`], the completion
+/// value) for a page evaluate, unless they use `await` (anywhere: top-level
+/// `await` does not parse in a script), `return` at the top level, or open
+/// with a `"use strict"` directive (the script's first line is the
+/// engine's, so the directive would not apply); then, and for element
+/// evaluates, as a function body ([`SourceForm::Statements`]).
+pub(crate) fn statements_form(src: &str, element: bool) -> SourceForm {
+    let strict = skip_trivia(src)
+        .is_some_and(|s| s.starts_with("'use strict'") || s.starts_with("\"use strict\""));
+    if element || strict || src.contains("await") || top_level_return(src) {
+        SourceForm::Statements
+    } else {
+        SourceForm::Script
+    }
+}
+
+/// A `return` keyword outside every bracket, string and comment. Answers
+/// false when unsure (a `/` that is no comment, a template literal): the
+/// script form is tried then, and a `return` it cannot parse sends the
+/// source as a function body (nothing ran).
+pub(crate) fn top_level_return(src: &str) -> bool {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let mut depth = 0i32;
+    let mut prev = ' ';
+    let mut it = src.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        match c {
+            '\'' | '"' => loop {
+                match it.next() {
+                    Some((_, '\\')) => {
+                        it.next();
+                    }
+                    Some((_, q)) if q == c => break,
+                    Some((_, '\n' | '\r')) | None => return false,
+                    Some(_) => {}
+                }
+            },
+            '/' => match it.peek().map(|x| x.1) {
+                Some('/') => {
+                    for (_, x) in it.by_ref() {
+                        if x == '\n' {
+                            break;
+                        }
+                    }
+                }
+                Some('*') => {
+                    it.next();
+                    let mut last = ' ';
+                    loop {
+                        match it.next() {
+                            Some((_, '/')) if last == '*' => break,
+                            Some((_, x)) => last = x,
+                            None => return false,
+                        }
+                    }
+                }
+                _ => return false,
+            },
+            '`' => return false,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            'r' if depth == 0 && !is_ident(prev) && prev != '.' => {
+                let rest = &src[i..];
+                if rest.starts_with("return") && !rest["return".len()..].starts_with(is_ident) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        prev = c;
+    }
+    false
 }
 
 /// True only when `src` cannot parse as an expression: it starts with a
@@ -2054,6 +2507,7 @@ fn is_termination(d: &Value) -> bool {
 fn read_reply(
     mut reply: Value,
     form: SourceForm,
+    src: &str,
     method: &str,
     budget: &Budget,
     start: Instant,
@@ -2102,7 +2556,7 @@ fn read_reply(
             Err(Error::JsException {
                 name: v["name"].as_str().unwrap_or("Error").to_string(),
                 message: v["message"].as_str().unwrap_or("").to_string(),
-                location: first_frame(stack),
+                location: first_frame(stack, form, src),
             })
         }
         Some("promise_timeout") => Err(timeout_err(TimeoutKind::Promise, budget, start, false)),
@@ -2126,27 +2580,55 @@ fn excerpt(s: &str, n: usize) -> String {
     }
 }
 
-/// The first `at …` line of a V8 stack, with locations inside the wrapper
-/// mapped back to the user's source (`<eval>:LINE:COL`, 1-based).
-pub(crate) fn first_frame(stack: &str) -> Option<String> {
-    let line = stack
+/// Where the exception was thrown, from a V8 stack: the first frame that
+/// is no builtin. In the user's source it is `line L, column C` (1-based,
+/// the wrapper's offset taken off; with the function name when the user's
+/// code named it, e.g. `f (line 2, column 5)`); in another script it is the
+/// frame as V8 prints it (`f (http://a/b.js:10:2)`). A position inside the
+/// wrapper, or a stack with no frame, gives `None`.
+///
+/// The source sits on line 2 of the wrapper (column 1), or, for
+/// [`SourceForm::Script`], on line 2 of the text its `eval` runs (frames
+/// `(eval at …, <anonymous>:L:C)`).
+pub(crate) fn first_frame(stack: &str, form: SourceForm, src: &str) -> Option<String> {
+    let lines = src.lines().count().max(1);
+    for frame in stack
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with("at "))?;
-    let mut frame = line["at ".len()..].to_string();
-    // The wrapper has no sourceURL: V8 names its frames `<anonymous>`.
-    let pat = "<anonymous>:";
-    if let Some(pos) = frame.find(pat) {
-        let after = &frame[pos + pat.len()..];
-        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-        if let Ok(l) = digits.parse::<u32>() {
-            // The user's source starts on line 2 of the wrapper.
-            let user_line = l.saturating_sub(1).max(1);
-            let end = pos + pat.len() + digits.len();
-            frame = format!("{}<eval>:{}{}", &frame[..pos], user_line, &frame[end..]);
-        }
+        .filter_map(|l| l.strip_prefix("at "))
+    {
+        let (name, loc) = match frame.find(" (") {
+            Some(p) if frame.ends_with(')') => (Some(&frame[..p]), &frame[p + 2..frame.len() - 1]),
+            _ => (None, frame),
+        };
+        let (in_eval, pos) = match loc.strip_prefix("eval at ") {
+            Some(rest) => (true, rest.rsplit(", ").next().unwrap_or(rest)),
+            None => (false, loc),
+        };
+        let Some(at) = pos.strip_prefix("<anonymous>") else {
+            // Another script (a URL), or `native`.
+            if pos == "native" {
+                continue;
+            }
+            return Some(frame.to_string());
+        };
+        let mut nums = at.split(':').skip(1).map(|n| n.parse::<usize>().ok());
+        let (Some(Some(line)), Some(Some(col))) = (nums.next(), nums.next()) else {
+            // A builtin (`JSON.parse (<anonymous>)`): look further.
+            continue;
+        };
+        let ours = in_eval == (form == SourceForm::Script);
+        let user_line = line
+            .checked_sub(1)
+            .filter(|l| ours && (1..=lines).contains(l))?;
+        let named =
+            name.filter(|n| !matches!(*n, "__tw_run" | "eval" | "<anonymous>" | "async __tw_run"));
+        return Some(match named {
+            Some(n) => format!("{n} (line {user_line}, column {col})"),
+            None => format!("line {user_line}, column {col}"),
+        });
     }
-    Some(frame.replace("__tw_run", "<eval>"))
+    None
 }
 
 #[cfg(test)]
@@ -2202,7 +2684,7 @@ mod tests {
             "({a: 1}); 2",
         ] {
             assert!(certainly_statements(s), "{s}");
-            assert_eq!(first_form(s), SourceForm::Statements, "{s}");
+            assert_eq!(first_form(s, true), SourceForm::Statements, "{s}");
         }
         // Valid expressions (and whatever the lexer cannot be sure of) are not.
         for s in [
@@ -2235,8 +2717,25 @@ mod tests {
         ] {
             assert!(!certainly_statements(s), "{s}");
         }
-        assert_eq!(first_form("async () => 1"), SourceForm::Function);
-        assert_eq!(first_form("a\nb"), SourceForm::Expression);
+        assert_eq!(first_form("async () => 1", false), SourceForm::Function);
+        assert_eq!(first_form("a\nb", false), SourceForm::Expression);
+        // Page statements go as a script (completion value) unless they
+        // `return` at the top level or use `await`.
+        for (src, form) in [
+            ("var x = 1; x", SourceForm::Script),
+            ("document.title; document.title.length", SourceForm::Script),
+            ("const f = () => { return 1 }; f()", SourceForm::Script),
+            ("if (a) { return 1 }; 2", SourceForm::Script),
+            ("x.return = 1; x", SourceForm::Script),
+            ("const a = 2; return a * 21", SourceForm::Statements),
+            ("if (a) return 1; 2", SourceForm::Statements),
+            ("const r = await f(); r", SourceForm::Statements),
+            ("'use strict'; var s = 1; s", SourceForm::Statements),
+            ("// note\n\"use strict\"; 1; 2", SourceForm::Statements),
+        ] {
+            assert_eq!(first_form(src, false), form, "{src}");
+            assert_eq!(first_form(src, true), SourceForm::Statements, "{src}");
+        }
     }
 
     #[test]
@@ -2256,13 +2755,48 @@ mod tests {
 
     #[test]
     fn first_frame_maps_wrapper_lines_back() {
+        let e = SourceForm::Expression;
+        let two = "a\nb()";
         let stack =
             "Error: boom\n    at __tw_run (<anonymous>:3:7)\n    at async x (<anonymous>:9:1)";
-        assert_eq!(first_frame(stack).as_deref(), Some("<eval> (<eval>:2:7)"));
-        assert_eq!(first_frame("Error: x"), None);
         assert_eq!(
-            first_frame("E\n    at f (http://a/b.js:10:2)").as_deref(),
+            first_frame(stack, e, two).as_deref(),
+            Some("line 2, column 7")
+        );
+        // Past the source's last line, or on the wrapper's first: no position.
+        assert_eq!(first_frame(stack, e, "one line"), None);
+        assert_eq!(first_frame("E\n    at <anonymous>:1:30", e, two), None);
+        assert_eq!(first_frame("Error: x", e, two), None);
+        assert_eq!(
+            first_frame("E\n    at f (http://a/b.js:10:2)", e, two).as_deref(),
             Some("f (http://a/b.js:10:2)")
+        );
+        // Builtins are skipped; a user-named function keeps its name.
+        assert_eq!(
+            first_frame(
+                "SyntaxError: x\n    at JSON.parse (<anonymous>)\n    at parse (<anonymous>:2:12)",
+                SourceForm::Statements,
+                two
+            )
+            .as_deref(),
+            Some("parse (line 1, column 12)")
+        );
+        // A script's statements run in an eval whose line 2 is the source's line 1.
+        let s = SourceForm::Script;
+        let stack = "TypeError: t\n    at eval (eval at __tw_run (<anonymous>:1:95), <anonymous>:2:8)\n    at __tw_run (<anonymous>:1:95)";
+        assert_eq!(
+            first_frame(stack, s, two).as_deref(),
+            Some("line 1, column 8")
+        );
+        let stack = "Error: f\n    at f (eval at __tw_run (<anonymous>:1:95), <anonymous>:3:20)";
+        assert_eq!(
+            first_frame(stack, s, two).as_deref(),
+            Some("f (line 2, column 20)")
+        );
+        // The wrapper's own frame is no position of the source's.
+        assert_eq!(
+            first_frame("E\n    at __tw_run (<anonymous>:1:95)", s, two),
+            None
         );
     }
 }

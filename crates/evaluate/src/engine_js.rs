@@ -12,7 +12,9 @@
 //!   install, not per call;
 //! - the **per-call wrapper**: the user's source in one form (expression,
 //!   function, statements) inside `const __tw_run = () => { … }`, then a
-//!   call of the helper. The short wrapper ([`Helper::Use`]) answers
+//!   call of the helper; or, for statements run as a script
+//!   ([`script_wrapper_expression`]), the source as a string literal given
+//!   to a direct `eval` in `__tw_run`, so the helper gets its completion value. The short wrapper ([`Helper::Use`]) answers
 //!   `{$tw: 'no_helper'}` without running anything when the helper is missing;
 //!   the installing wrapper ([`Helper::Install`]) defines it first.
 //!
@@ -22,8 +24,9 @@
 //! `docs/profiles/evaluate.md`), and the settings go as an array literal
 //! `[settleMs, maxChars, maxDepth, maxItems, textMax]`.
 //!
-//! The user's source always starts on line 2 of the wrapper, column 1, so
-//! stack and syntax error locations map back by subtracting one line. The
+//! The user's source always starts on line 2 of the wrapper (or of the
+//! script's `eval` text), column 1, so stack and syntax error locations map
+//! back by subtracting one line. The
 //! page wrapper carries no `//# sourceURL` (V8 then names its frames
 //! `<anonymous>`): the comment cost a few microseconds per evaluate
 //! (`docs/profiles/evaluate.md`).
@@ -80,7 +83,9 @@ fn run_body(form: SourceForm, element: bool) -> (&'static str, &'static str) {
             "const __tw_f = (",
             "\n);\nreturn typeof __tw_f === 'function' ? __tw_f.call(globalThis) : __tw_f;",
         ),
-        SourceForm::Statements => ("", "\n"),
+        // `Script` is sent by `script_wrapper_expression`; in a function
+        // (element evaluate) it is never chosen, and reads as statements.
+        SourceForm::Statements | SourceForm::Script => ("", "\n"),
     }
 }
 
@@ -147,6 +152,51 @@ pub(crate) fn wrapper_expression(
     s
 }
 
+/// The name of the wrapper's flag that the statements of a
+/// [`SourceForm::Script`] set first: still false after the wrapper's
+/// `eval` threw means the source did not parse (or could not be run as a
+/// script), and nothing of it ran.
+const STARTED: &str = "__tw_script_started";
+
+/// The first line of a [`SourceForm::Script`] text: sets the flag and has
+/// the value `undefined`, so a source whose statements give no value
+/// (declarations only) still completes with `undefined`.
+const SCRIPT_PREFIX: &str = "void (__tw_script_started = true);\n";
+
+/// The expression sent with `Runtime.evaluate` for a page evaluate of
+/// statements as a script ([`SourceForm::Script`]): the source goes as a
+/// string literal to a direct `eval` in the wrapper, whose value is the
+/// completion value of the statements (the value of the last expression
+/// statement, as in the DevTools console), handed to the helper like any
+/// other value (a promise is raced against the in-page timer). Runtime.evaluate
+/// lets that `eval` run under a page's Content-Security-Policy.
+///
+/// The text evaluated is [`SCRIPT_PREFIX`] and the source, so positions in
+/// it are one line past the user's. When the `eval` throws before the flag
+/// is set (a `SyntaxError`: top-level `return` or `await`, or no valid
+/// statements; or `eval` is not the browser's own), the helper answers
+/// `{$tw:'not_script', message}` and nothing of the source ran.
+/// `var` and function declarations stay inside the wrapper (as in a
+/// function body); `let`/`const`/`class` inside the `eval`.
+pub(crate) fn script_wrapper_expression(src: &str, helper: Helper, cfg_array: &str) -> String {
+    let text = format!("{SCRIPT_PREFIX}{src}");
+    let literal = serde_json::to_string(&text).unwrap_or_else(|_| "''".into());
+    let look = lookup(helper);
+    let mut s = String::with_capacity(literal.len() + look.len() + 300);
+    s.push_str("(__tw_h => { let ");
+    s.push_str(STARTED);
+    s.push_str(" = false; const __tw_run = () => { if (eval !== __tw_h.ev) throw 0; return eval(");
+    s.push_str(&literal);
+    s.push_str("); };\nreturn typeof __tw_h === 'function' ? __tw_h(__tw_run, ");
+    s.push_str(cfg_array);
+    s.push_str(", () => ");
+    s.push_str(STARTED);
+    s.push_str(") : { $tw: 'no_helper' }; })(");
+    s.push_str(look);
+    s.push(')');
+    s
+}
+
 /// The text `Runtime.compileScript` checks for a `Runtime.callFunctionOn`
 /// declaration (V8 compiles it the same way: in parentheses).
 pub(crate) fn function_compile_text(declaration: &str) -> String {
@@ -154,10 +204,14 @@ pub(crate) fn function_compile_text(declaration: &str) -> String {
 }
 
 /// The helper: an expression (run once, at install) whose value is
-/// `function (__tw_run, __tw_cfg)` that runs the script, returns at once for
-/// a value that is no thenable, else awaits it against the in-page timer;
-/// captures exceptions; serializes. `__tw_cfg` is the settings array
-/// `[settleMs, maxChars, maxDepth, maxItems, textMax]`.
+/// `function (__tw_run, __tw_cfg, __tw_started)` that runs the script,
+/// returns at once for a value that is no thenable, else awaits it against
+/// the in-page timer; captures exceptions; serializes. `__tw_cfg` is the
+/// settings array `[settleMs, maxChars, maxDepth, maxItems, textMax]`;
+/// `__tw_started`, for a [`SourceForm::Script`], tells whether the
+/// statements started (an exception before they did is `not_script`). Its
+/// property `ev` is the browser's own `eval` as found at install (`null`
+/// when the page had replaced it: then scripts go as function bodies).
 const HELPER: &str = r#"(() => {
   const __tw_exc = (e) => {
     let name = typeof e, message = '', stack = '';
@@ -186,13 +240,18 @@ const HELPER: &str = r#"(() => {
       return { $tw: 'ok', value: { $type: 'unserializable', error: String(e) }, truncated: false };
     }
   };
-  return function (__tw_run, __tw_cfg) {
+  const __tw_fn = function (__tw_run, __tw_cfg, __tw_started) {
     let __tw_v, __tw_then;
     try {
       __tw_v = __tw_run();
       // Read `then` once, as promise resolution would.
       if (__tw_v !== null && (typeof __tw_v === 'object' || typeof __tw_v === 'function')) __tw_then = __tw_v.then;
     } catch (e) {
+      if (typeof __tw_started === 'function' && !__tw_started()) {
+        let message = '';
+        try { message = e && typeof e === 'object' ? String(e.message) : String(e); } catch (x) {}
+        return { $tw: 'not_script', message };
+      }
       return __tw_exc(e);
     }
     if (typeof __tw_then !== 'function') return __tw_ok(__tw_v, __tw_cfg);
@@ -215,6 +274,12 @@ const HELPER: &str = r#"(() => {
       }
     })();
   };
+  let __tw_ev = null;
+  try {
+    if (typeof eval === 'function' && Function.prototype.toString.call(eval) === 'function eval() { [native code] }') __tw_ev = eval;
+  } catch (e) {}
+  __tw_fn.ev = __tw_ev;
+  return __tw_fn;
   function __tw_ser(root, cfg) {
     let left = cfg.maxChars;
     let truncated = false;

@@ -68,6 +68,26 @@ pub enum Error {
         /// `Runtime.terminateExecution` within the grace period.
         terminated: bool,
     },
+    /// The renderer did not answer a command of the operation before its
+    /// budget ran out, and no script of ours was running: the page's own
+    /// script (or something else) kept the renderer's main thread busy. The
+    /// command's session was sent `Runtime.terminateExecution`; `stopped`
+    /// says whether a running script was confirmed stopped (then the tab
+    /// answers again). Nothing of the operation ran in the page.
+    #[error("{}", page_busy_text(.method, *.budget, *.elapsed, *.stopped, .consequence))]
+    PageBusy {
+        /// The CDP command that got no answer (e.g. `Runtime.enable`).
+        method: String,
+        /// The whole budget the operation ran under.
+        budget: Duration,
+        /// Time from the start of the operation to the error.
+        elapsed: Duration,
+        /// True when the termination stopped a running script (it was
+        /// acknowledged at once, see `busy` in the crate source).
+        stopped: bool,
+        /// What this means for the operation (e.g. "the script never ran").
+        consequence: String,
+    },
     /// The caller cancelled the budget.
     #[error("evaluate cancelled by the caller after {elapsed:?} (budget {budget:?}); {}", if *.terminated { "the script was terminated (Runtime.terminateExecution), side effects unknown" } else if *.sent { "the script was sent Runtime.terminateExecution and its session detached, side effects unknown" } else { "the script never ran" })]
     Cancelled {
@@ -120,7 +140,7 @@ pub enum Error {
         column: Option<u32>,
     },
     /// The user's script threw (or its promise rejected).
-    #[error("script threw {name}: {message}{}", .location.as_ref().map(|l| format!(" at {l}")).unwrap_or_default())]
+    #[error("the script threw {name}: {message}{}", .location.as_ref().map(|l| format!(" (at {l})")).unwrap_or_default())]
     JsException {
         /// `error.name` (`Error`, `TypeError`, ...) or the thrown value's type.
         name: String,
@@ -192,6 +212,21 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// `browser_type` on an element that takes no text: not an `<input>` of
+    /// a text kind, a `<textarea>`, a contenteditable element or a
+    /// `<select>`; or read-only, disabled, or it did not take the focus
+    /// (`document.activeElement` is not it after `DOM.focus`). Nothing was typed.
+    #[error("ref {ref_id} ({role} {name:?}) cannot be typed into: {reason}")]
+    NotEditable {
+        /// The ref.
+        ref_id: String,
+        /// The ref's role.
+        role: String,
+        /// The ref's accessible name.
+        name: String,
+        /// Why (the element's kind, or the focus check).
+        reason: String,
+    },
     /// A key name [`crate::refs::RefMap::press_key`] does not know. Nothing was sent.
     #[error("unknown key {key:?}: use a DOM key name (Enter, Tab, Escape, Backspace, ArrowDown, ...) or one character")]
     InvalidKey {
@@ -222,6 +257,20 @@ fn timeout_text(
     format!("evaluate timed out after {elapsed:?} (budget {budget:?}): {what}")
 }
 
+fn page_busy_text(
+    method: &str,
+    budget: Duration,
+    elapsed: Duration,
+    stopped: bool,
+    consequence: &str,
+) -> String {
+    if stopped {
+        format!("the page's own script kept the renderer busy: {method} had no answer after {elapsed:?} (budget {budget:?}); it was stopped with Runtime.terminateExecution, so the tab answers again; {consequence}")
+    } else {
+        format!("the renderer did not answer {method} within {elapsed:?} (budget {budget:?}); Runtime.terminateExecution was sent, but no running script was confirmed stopped (the renderer may still be busy, or a navigation holds it); {consequence}")
+    }
+}
+
 fn location_text(line: Option<u32>, column: Option<u32>) -> String {
     match (line, column) {
         (Some(l), Some(c)) => format!(" (line {}, column {})", l + 1, c + 1),
@@ -232,13 +281,16 @@ fn location_text(line: Option<u32>, column: Option<u32>) -> String {
 
 impl Error {
     /// A stable snake_case code for agents and logs: `timeout`, `cancelled`,
-    /// `dialog_opened`, `navigated`, `context_destroyed`, `invalid_source`,
-    /// `js_exception`, `evaluate_disabled`, `unknown_frame`, `transport`,
-    /// `unexpected_reply`.
+    /// `page_busy`, `dialog_opened`, `navigated`, `context_destroyed`,
+    /// `invalid_source`, `js_exception`, `evaluate_disabled`,
+    /// `unknown_frame`, `transport`, `unexpected_reply`; for refs
+    /// `unknown_ref`, `stale_ref`, `not_interactable`, `not_editable`,
+    /// `invalid_key`.
     pub fn code(&self) -> &'static str {
         match self {
             Error::Timeout { .. } => "timeout",
             Error::Cancelled { .. } => "cancelled",
+            Error::PageBusy { .. } => "page_busy",
             Error::DialogOpened { .. } => "dialog_opened",
             Error::Navigated { .. } => "navigated",
             Error::ContextDestroyed { .. } => "context_destroyed",
@@ -251,6 +303,7 @@ impl Error {
             Error::UnknownRef { .. } => "unknown_ref",
             Error::StaleRef { .. } => "stale_ref",
             Error::NotInteractable { .. } => "not_interactable",
+            Error::NotEditable { .. } => "not_editable",
             Error::InvalidKey { .. } => "invalid_key",
         }
     }

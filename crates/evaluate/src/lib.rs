@@ -46,11 +46,13 @@
 //! # Ok(()) }
 //! ```
 
+mod busy;
 pub mod engine;
 mod engine_js;
 pub mod error;
 pub mod refs;
 
+pub use busy::{TerminateRoute, BUSY_AFTER_MAX};
 pub use cdp_transport::Budget;
 pub use engine::{
     Engine, EngineConfig, EngineMetrics, EvalOutcome, EvalRequest, EvalTarget, SourceForm,

@@ -788,6 +788,33 @@ async fn source_forms_errors_element_evaluate_and_the_gate() {
         (o.value.clone(), o.form),
         (json!(42), evaluate::SourceForm::Statements)
     );
+    // Statements without a top-level `return` give their completion value.
+    let o = run("var x = 20; x + 22").await.expect("script");
+    assert_eq!(
+        (o.value.clone(), o.form),
+        (json!(42), evaluate::SourceForm::Script)
+    );
+    let o = run("document.title; document.title.length")
+        .await
+        .expect("script");
+    assert_eq!(o.value, json!(5));
+    let e = run("let a = 1;\nnull.x").await.expect_err("throws");
+    assert!(
+        matches!(&e, Error::JsException { location: Some(l), .. } if l == "line 2, column 6"),
+        "{e:?}"
+    );
+    let e = run("1+").await.expect_err("syntax");
+    assert!(
+        matches!(
+            &e,
+            Error::InvalidSource {
+                line: Some(0),
+                column: Some(2),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let o = run("await Promise.resolve(7)")
         .await
         .expect("await expression");
@@ -846,5 +873,113 @@ async fn source_forms_errors_element_evaluate_and_the_gate() {
         .await
         .expect_err("disabled");
     assert_eq!(e.code(), "evaluate_disabled");
+    tab.close().await;
+}
+
+/// A page whose own script never yields holds every renderer-bound command.
+/// `Runtime.terminateExecution` ends it only on a session the renderer bound
+/// before it got busy (the test's own, attached at open): through that
+/// session (the terminate route) a cold engine's evaluate stops the loop
+/// half-way through its budget and returns the value with a note. Without
+/// a route, the termination goes on the engine's own session, attached
+/// while the loop runs, and does not reach the renderer: `page_busy`, not
+/// claiming a stop (Chromium 156).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_page_script_is_stopped_through_a_session_bound_before_it() {
+    let _serial = SERIAL.lock().await;
+    let site = FixtureServer::start().await;
+    site.page(
+        "/hang.html",
+        "<title>MH</title><button>B1</button><script>setTimeout(() => { while (true) {} }, 300)</script>",
+    );
+    let conn = connect().await;
+
+    // Without a route.
+    let tab = Tab::open(&conn, &site.url("127.0.0.1", "/hang.html")).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let engine = tab.engine(EngineConfig::default());
+    let t0 = Instant::now();
+    let err = eval(&engine, "document.title", 1500)
+        .await
+        .expect_err("the fresh session cannot reach the busy renderer");
+    println!("no route: {err} after {:?}", t0.elapsed());
+    assert!(
+        matches!(&err, Error::PageBusy { stopped: false, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("the script never ran"), "{err}");
+    tab.close().await;
+
+    // With the test's own session (bound at open) as the route.
+    let tab = Tab::open(&conn, &site.url("127.0.0.1", "/hang.html")).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let engine = tab.engine(EngineConfig::default());
+    let (page, target) = (tab.page.clone(), tab.target.clone());
+    engine.set_terminate_route(std::sync::Arc::new(move |t: &TargetId| {
+        (*t == target).then(|| page.clone())
+    }));
+    let t0 = Instant::now();
+    let out = engine
+        .evaluate(
+            EvalRequest::new("document.title"),
+            &Budget::new(Duration::from_millis(2000)),
+        )
+        .await
+        .expect("the loop is stopped and the evaluate runs");
+    let took = t0.elapsed();
+    println!(
+        "route: {:?} after {took:?}; notes {:?}",
+        out.value, out.notes
+    );
+    assert_eq!(out.value, json!("MH"));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1900),
+        "{took:?}"
+    );
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("it was stopped with Runtime.terminateExecution")),
+        "{:?}",
+        out.notes
+    );
+    assert_eq!(engine.metrics().succeeded, 1);
+    let again = eval(&engine, "document.title", 1000).await.expect("usable");
+    assert_eq!(again, json!("MH"));
+    tab.close().await;
+
+    // A warm engine: its script is sent and waits behind the page's loop.
+    // Which script runs cannot be told until the deadline; then the
+    // termination stops the page's loop, the queued script runs to its
+    // value within the grace, and a note says what happened.
+    let tab = Tab::open(&conn, &site.url("127.0.0.1", "/hang.html?late")).await;
+    let engine = tab.engine(EngineConfig::default());
+    engine
+        .warm_up(&Budget::new(T))
+        .await
+        .expect("warm before the loop");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let t0 = Instant::now();
+    let out = engine
+        .evaluate(
+            EvalRequest::new("document.title"),
+            &Budget::new(Duration::from_millis(1500)),
+        )
+        .await
+        .expect("the loop is stopped at the deadline");
+    println!(
+        "warm: {:?} after {:?}; notes {:?}",
+        out.value,
+        t0.elapsed(),
+        out.notes
+    );
+    assert_eq!(out.value, json!("MH"));
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("most likely the page's own")),
+        "{:?}",
+        out.notes
+    );
     tab.close().await;
 }

@@ -318,7 +318,7 @@ async fn browser_answers_map_to_typed_errors() {
             "user exception",
             "Runtime.evaluate",
             Action::Reply(
-                json!({"result": {"type": "object", "value": {"$tw": "exception", "name": "TypeError", "message": "x is not a function", "stack": "TypeError: x is not a function\n    at __tw_run (<anonymous>:3:5)\n    at <anonymous>:9:1"}}}),
+                json!({"result": {"type": "object", "value": {"$tw": "exception", "name": "TypeError", "message": "x is not a function", "stack": "TypeError: x is not a function\n    at __tw_run (<anonymous>:2:1)\n    at <anonymous>:9:1"}}}),
             ),
         ),
         (
@@ -505,7 +505,8 @@ async fn a_source_that_is_no_expression_is_compile_checked_then_sent_as_statemen
         .evaluate(EvalRequest::new("a\nb"), &budget(2000))
         .await
         .expect("statements");
-    assert_eq!(out.form, evaluate::SourceForm::Statements);
+    // Statements of a page evaluate go as a script first (the completion value).
+    assert_eq!(out.form, evaluate::SourceForm::Script);
     let evals = mock.received_method("Runtime.evaluate");
     let compiles = mock.received_method("Runtime.compileScript");
     assert_eq!((evals.len(), compiles.len()), (2, 1));
@@ -523,6 +524,71 @@ async fn a_source_that_is_no_expression_is_compile_checked_then_sent_as_statemen
         .as_str()
         .unwrap_or_default()
         .contains("return (\na\nb"));
+    // The script goes to a direct `eval` as a string, after the line that
+    // says it started.
+    assert!(
+        evals[1].params["expression"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(r#"eval("void (__tw_script_started = true);\na\nb")"#),
+        "{}",
+        evals[1].params["expression"]
+    );
+}
+
+/// Statements that do not parse as a script (the page's `eval` threw
+/// before they started: `not_script`) ran nothing: the source alone is
+/// compile-checked, and a complaint about a top-level `return` sends it as
+/// a function body; any other is `invalid_source` at the source's own
+/// position. Each form is sent once.
+#[tokio::test]
+async fn statements_that_are_no_script_go_as_a_function_body_or_are_invalid() {
+    let not_script = json!({"result": {"type": "object", "value": {"$tw": "not_script", "message": "Illegal return statement"}}});
+    let illegal_return = json!({"exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 1, "columnNumber": 0,
+        "exception": {"type": "object", "subtype": "error", "className": "SyntaxError", "description": "SyntaxError: Illegal return statement"}}});
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    mock.once("Runtime.evaluate", Action::Reply(not_script.clone()));
+    mock.once("Runtime.compileScript", Action::Reply(illegal_return));
+    // `{ return 1 }` in braces: no top-level `return` for the guess.
+    let src = "if (true) { return 1 }; 2";
+    let out = engine
+        .evaluate(EvalRequest::new(src), &budget(2000))
+        .await
+        .expect("function body");
+    assert_eq!(out.form, evaluate::SourceForm::Statements);
+    let evals = mock.received_method("Runtime.evaluate");
+    let compiles = mock.received_method("Runtime.compileScript");
+    assert_eq!((evals.len(), compiles.len()), (2, 1));
+    assert_eq!(compiles[0].params["expression"], src, "the source alone");
+    assert!(evals[0].params["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("eval("));
+    assert!(evals[1].params["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .contains(&format!("\n{src}\n")));
+
+    // Any other complaint is the user's syntax error, with its position.
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    mock.once("Runtime.evaluate", Action::Reply(not_script));
+    mock.once(
+        "Runtime.compileScript",
+        Action::Reply(json!({"exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 1, "columnNumber": 2,
+            "exception": {"type": "object", "subtype": "error", "className": "SyntaxError", "description": "SyntaxError: Unexpected end of input"}}})),
+    );
+    let err = engine
+        .evaluate(EvalRequest::new("var a = 1;\na +"), &budget(2000))
+        .await
+        .expect_err("invalid");
+    assert_eq!(err.code(), "invalid_source");
+    assert_eq!(
+        err.to_string(),
+        "invalid source: SyntaxError: Unexpected end of input (line 2, column 3)"
+    );
+    assert_eq!(mock.received_method("Runtime.evaluate").len(), 1);
 }
 
 #[tokio::test]
@@ -804,4 +870,214 @@ async fn a_busy_script_sends_no_second_probe_and_is_terminated_at_the_deadline()
         .count();
     assert_eq!(probes, 1);
     assert_eq!(mock.received_method("Runtime.terminateExecution").len(), 1);
+}
+
+// ------------------------------------------------------------ a busy renderer
+
+/// A renderer busy with its page's own script holds `Runtime.enable` of a
+/// cold engine: half-way (at most 2 s) the engine sends
+/// `Runtime.terminateExecution` once, on the session the terminate route
+/// names for the page target; the held command then answers, the
+/// termination is settled before the script is sent, and the value comes
+/// back with a note saying what was stopped.
+#[tokio::test]
+async fn a_busy_renderer_during_setup_is_terminated_through_the_route_and_the_evaluate_runs() {
+    let (mock, engine, conn) = setup_with_conn(EngineConfig::default()).await;
+    mock.on_action("Runtime.enable", Action::Never);
+    let route_session = conn.session(cdp_transport::SessionId::new("SUPERVISOR"));
+    engine.set_terminate_route(Arc::new(move |t: &TargetId| {
+        (t.as_str() == "PAGE").then(|| route_session.clone())
+    }));
+    let t0 = std::time::Instant::now();
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .evaluate(EvalRequest::new("document.title"), &budget(2000))
+                .await
+        })
+    };
+    let enable = mock.wait_for("Runtime.enable", 1, T).await[0].clone();
+    let term = mock.wait_for("Runtime.terminateExecution", 1, T).await;
+    let at = t0.elapsed();
+    assert!(
+        at >= Duration::from_millis(900) && at < Duration::from_millis(1600),
+        "terminated after {at:?} (half the 2 s budget)"
+    );
+    assert_eq!(
+        term[0].session_id.as_deref(),
+        Some("SUPERVISOR"),
+        "{term:?}"
+    );
+    // The script stopped: the held command answers.
+    mock.event(
+        "Runtime.executionContextCreated",
+        context(1),
+        enable.session_id.as_deref(),
+    );
+    mock.reply(enable.id, json!({}), enable.session_id.as_deref());
+    let out = task.await.expect("join").expect("evaluate");
+    assert_eq!(out.value, json!(5));
+    assert_eq!(out.notes.len(), 1, "{:?}", out.notes);
+    assert!(
+        out.notes[0].contains("page's own script kept the renderer busy")
+            && out.notes[0].contains("Runtime.terminateExecution"),
+        "{:?}",
+        out.notes
+    );
+    assert_eq!(mock.received_method("Runtime.terminateExecution").len(), 1);
+    // The user's script went after the termination was acknowledged.
+    let evals = mock.received_method("Runtime.evaluate");
+    assert_eq!(evals.len(), 1, "{evals:?}");
+    assert!(t0.elapsed() < Duration::from_millis(2000));
+}
+
+/// The renderer still does not answer at the deadline: `page_busy`, which
+/// says a running script was stopped only when the termination was
+/// acknowledged; nothing of the script was sent.
+#[tokio::test]
+async fn a_renderer_that_stays_busy_is_page_busy_and_says_what_is_known() {
+    for acknowledged in [true, false] {
+        let (mock, engine, _conn) = setup_with_conn(EngineConfig::default()).await;
+        mock.on_action("Runtime.enable", Action::Never);
+        if !acknowledged {
+            mock.on_action("Runtime.terminateExecution", Action::Never);
+        }
+        let t0 = std::time::Instant::now();
+        let err = engine
+            .evaluate(EvalRequest::new("1"), &budget(800))
+            .await
+            .expect_err("busy");
+        let took = t0.elapsed();
+        assert_eq!(err.code(), "page_busy", "{err}");
+        assert!(
+            matches!(&err, Error::PageBusy { stopped, method, .. } if *stopped == acknowledged && method == "Runtime.enable"),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("the script never ran"), "{text}");
+        assert_eq!(
+            text.contains("it was stopped with Runtime.terminateExecution"),
+            acknowledged,
+            "{text}"
+        );
+        assert!(took < Duration::from_millis(1300), "{took:?}");
+        // No user script, one termination (on the command's own session: no route).
+        assert!(mock
+            .received_method("Runtime.evaluate")
+            .iter()
+            .all(|r| r.params["expression"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("0 //"))));
+        let terms = mock.received_method("Runtime.terminateExecution");
+        assert_eq!(terms.len(), 1, "{terms:?}");
+        assert_eq!(terms[0].session_id.as_deref(), Some("S1"));
+    }
+}
+
+fn is_dialog_check(r: &cdp_mock::Request) -> bool {
+    r.params["expression"]
+        .as_str()
+        .is_some_and(|e| e.contains("dialog check"))
+}
+
+/// A dialog opening seen without a close (an injected or lost event, C23)
+/// is trusted for 250 ms, then checked with a bounded probe evaluate: the
+/// page answers, so nothing blocks it, the state is forgotten and the
+/// evaluate runs. Once: the next evaluate sends no check.
+#[tokio::test]
+async fn a_dialog_believed_open_is_checked_and_forgotten_when_the_page_answers() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    mock.event(
+        "Page.javascriptDialogOpening",
+        json!({"url": "http://a/", "message": "ghost", "type": "somethingNew", "hasBrowserHandler": false, "defaultPrompt": "", "frameId": "PAGE"}),
+        Some("S1"),
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let err = engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect_err("trusted while fresh");
+    assert_eq!(err.code(), "dialog_opened");
+    assert!(!mock.received().iter().any(is_dialog_check));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let out = engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("no dialog blocks the page");
+    assert_eq!(out.value, json!(5));
+    let out = engine
+        .evaluate(EvalRequest::new("2"), &budget(2000))
+        .await
+        .expect("forgotten");
+    assert_eq!(out.value, json!(5));
+    assert_eq!(
+        mock.received()
+            .iter()
+            .filter(|r| is_dialog_check(r))
+            .count(),
+        1
+    );
+}
+
+/// A dialog that really holds the page: the check gets no answer within
+/// its bound (300 ms), and the evaluate is refused with the dialog.
+#[tokio::test]
+async fn a_dialog_that_still_blocks_is_refused_after_a_bounded_check() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    engine.warm_up(&budget(2000)).await.expect("warm");
+    mock.on_fn("Runtime.evaluate", |r| {
+        is_dialog_check(r).then_some(Action::Never)
+    });
+    mock.event(
+        "Page.javascriptDialogOpening",
+        json!({"url": "http://a/", "message": "real", "type": "alert", "hasBrowserHandler": false, "defaultPrompt": "", "frameId": "PAGE"}),
+        Some("S1"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = std::time::Instant::now();
+    let err = engine
+        .evaluate(EvalRequest::new("1"), &budget(5000))
+        .await
+        .expect_err("blocked");
+    let took = t0.elapsed();
+    assert_eq!(err.code(), "dialog_opened", "{err}");
+    assert_eq!(err.dialog().map(|d| d.message.as_str()), Some("real"));
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_millis(900),
+        "{took:?}"
+    );
+    assert!(!mock
+        .received_method("Runtime.evaluate")
+        .iter()
+        .any(|r| r.params["expression"]
+            .as_str()
+            .is_some_and(|e| e.contains("__tw_"))));
+}
+
+/// [`setup`], also returning the connection (for sessions of a terminate route).
+async fn setup_with_conn(config: EngineConfig) -> (MockServer, Engine, Connection) {
+    let mock = MockServer::start().await;
+    let n = Arc::new(AtomicU64::new(0));
+    mock.on_fn("Target.attachToTarget", move |_| {
+        let k = n.fetch_add(1, Ordering::SeqCst) + 1;
+        Some(Action::Reply(json!({"sessionId": format!("S{k}")})))
+    });
+    mock.on_fn("Runtime.enable", |req| {
+        Some(Action::EventsThenReply(
+            vec![(
+                "Runtime.executionContextCreated".into(),
+                context(1),
+                req.session_id.clone(),
+            )],
+            json!({}),
+        ))
+    });
+    mock.on("Runtime.evaluate", ok_value(json!(5)));
+    let conn = Connection::connect(&mock.ws_url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    let engine = Engine::new(conn.clone(), TargetId::new("PAGE"), config);
+    (mock, engine, conn)
 }

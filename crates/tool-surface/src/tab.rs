@@ -140,10 +140,16 @@ impl Tab {
         // call sees a newer generation and builds again.
         let generation = sup.snapshot().generation;
         let conn = sup.connection();
+        // A renderer busy with its page's own script is stopped through the
+        // supervisor's sessions: bound in the renderer before any script
+        // ran, they reach it where a session attached later cannot.
+        let route = terminate_route(sup);
         let ax = AxSnapshotter::attach(&conn, target_id, budget.clone())
             .await
-            .map_err(|e| map_eval(&e, "attaching the snapshotter"))?;
+            .map_err(|e| map_eval(&e, "attaching the snapshotter"))?
+            .with_terminate_route(route.clone());
         let engine = Engine::new(conn, target_id.clone(), engine_config.clone());
+        engine.set_terminate_route(route);
         Ok(Parts {
             engine,
             ax,
@@ -913,6 +919,26 @@ pub(crate) fn map_supervisor(e: &supervisor::Error, what: &str) -> ToolError {
     }
 }
 
+/// The supervisor's session of a target (the tab's page session, or its
+/// session of a cross-site iframe, whose target id is its frame id); none
+/// while a dialog is pending (a dialog, not a script, holds the renderer,
+/// and a termination would end the page's script once it is answered).
+fn terminate_route(sup: &Supervisor) -> evaluate::TerminateRoute {
+    let sup = sup.clone();
+    Arc::new(move |target: &TargetId| {
+        if !sup.snapshot().pending_dialogs.is_empty() {
+            return None;
+        }
+        if target == sup.target_id() {
+            return Some(sup.page_session());
+        }
+        sup.route(&FrameId::new(target.as_str()))
+            .ok()
+            .filter(|r| r.is_oopif)
+            .map(|r| r.session)
+    })
+}
+
 /// Maps an evaluate-crate error (by its `code()`) to the agent's error.
 /// `dialog_opened` is handled by the callers (they need the supervisor's dialog id).
 pub(crate) fn map_eval(e: &evaluate::Error, what: &str) -> ToolError {
@@ -923,6 +949,9 @@ pub(crate) fn map_eval(e: &evaluate::Error, what: &str) -> ToolError {
         "stale_ref" => ToolError::new(ErrorCode::StaleRef, e.to_string()).next(FRESH),
         "not_interactable" => ToolError::new(ErrorCode::NotInteractable, e.to_string())
             .next("call browser_snapshot: the element may be hidden or have no size; pick another ref"),
+        // No code of its own in this schema version: the element takes no text.
+        "not_editable" => ToolError::new(ErrorCode::NotInteractable, format!("{what}: {e}"))
+            .next("browser_type takes a text field, a text area, a contenteditable element, or a select (it picks the option with that text); use browser_click for buttons, links and checkboxes, or call browser_snapshot for the right ref"),
         "invalid_key" => ToolError::invalid("key", e.to_string())
             .next("use a KeyboardEvent.key name: Enter, Tab, Escape, Backspace, Delete, ArrowUp/Down/Left/Right, Home, End, PageUp, PageDown, Space, or one character"),
         "timeout" => ToolError::new(ErrorCode::Timeout, match e {
@@ -932,13 +961,27 @@ pub(crate) fn map_eval(e: &evaluate::Error, what: &str) -> ToolError {
             ),
             _ => format!("{what}: {e}"),
         })
-            .next("fix the script (an endless loop or a promise that never settles?) or raise timeout_ms (max 120000)"),
+            .next(match e {
+                // The script never ran: nothing in it to fix.
+                evaluate::Error::Timeout { kind: evaluate::TimeoutKind::Setup, .. } => {
+                    "call browser_snapshot to see the page state, then call again (with a larger timeout_ms if the page is slow)"
+                }
+                _ => "fix the script (an endless loop or a promise that never settles?) or raise timeout_ms (max 120000)",
+            }),
+        // No code of its own in this schema version: a timeout whose
+        // message says what kept the page busy and what was done about it.
+        "page_busy" => ToolError::new(ErrorCode::Timeout, format!("{what}: {e}")).next(match e {
+            evaluate::Error::PageBusy { stopped: true, .. } => format!(
+                "call {what} again: the page's script was stopped; if the page starts it again, leave the page with browser_navigate"
+            ),
+            _ => "call browser_snapshot to see the page state, then call again; if the page stays busy, leave it with browser_navigate".into(),
+        }),
         "cancelled" => ToolError::internal(format!("{what}: {e}")),
         "navigated" | "context_destroyed" => ToolError::new(ErrorCode::Navigated, format!("{what}: {e}"))
             .next("call browser_snapshot to see the new page, then decide whether to run it again"),
         "invalid_source" => ToolError::new(ErrorCode::ScriptError, format!("{what}: {e}"))
-            .next("fix the syntax: pass an expression, a function such as el => el.textContent, or statements with return"),
-        "js_exception" => ToolError::new(ErrorCode::ScriptError, format!("the script threw: {e}"))
+            .next("fix the syntax: pass an expression, a function such as el => el.textContent, or statements (the value of the last expression statement is returned; with await, use return)"),
+        "js_exception" => ToolError::new(ErrorCode::ScriptError, format!("{what}: {e}"))
             .next("fix the expression and call browser_evaluate again"),
         "evaluate_disabled" => evaluate_disabled(what),
         "unknown_frame" => ToolError::new(
@@ -1081,6 +1124,25 @@ mod tests {
                 ErrorCode::EvaluateDisabled,
             ),
             (
+                evaluate::Error::PageBusy {
+                    method: "Runtime.enable".into(),
+                    budget: Duration::from_millis(2000),
+                    elapsed: Duration::from_millis(2001),
+                    stopped: true,
+                    consequence: "the script never ran".into(),
+                },
+                ErrorCode::Timeout,
+            ),
+            (
+                evaluate::Error::NotEditable {
+                    ref_id: "e2".into(),
+                    role: "button".into(),
+                    name: "B1".into(),
+                    reason: "it is a <button> element that is not contenteditable".into(),
+                },
+                ErrorCode::NotInteractable,
+            ),
+            (
                 evaluate::Error::Navigated {
                     frame_id: "F".into(),
                     message: "context gone".into(),
@@ -1092,7 +1154,45 @@ mod tests {
             let t = map_eval(&e, "browser_evaluate");
             assert_eq!(t.code, code, "{e}");
             assert!(t.next_step.is_some(), "{e}: no next step");
+            // No word said twice in a row ("the script threw: script threw").
+            let words: Vec<&str> = t.message.split_whitespace().collect();
+            assert!(
+                !words
+                    .windows(4)
+                    .any(|w| w[0] == w[2] && w[1].trim_end_matches(':') == w[3]),
+                "{}",
+                t.message
+            );
         }
+        let thrown = map_eval(
+            &evaluate::Error::JsException {
+                name: "Error".into(),
+                message: "boom".into(),
+                location: None,
+            },
+            "browser_evaluate",
+        );
+        assert_eq!(
+            thrown.message,
+            "browser_evaluate: the script threw Error: boom"
+        );
+        let never_ran = map_eval(
+            &evaluate::Error::Timeout {
+                kind: evaluate::TimeoutKind::Setup,
+                budget: Duration::from_millis(500),
+                elapsed: Duration::from_millis(510),
+                terminated: false,
+            },
+            "browser_evaluate",
+        );
+        assert!(
+            !never_ran
+                .next_step
+                .as_deref()
+                .unwrap_or("")
+                .contains("fix the script"),
+            "{never_ran:?}"
+        );
         let key = map_eval(
             &evaluate::Error::InvalidKey { key: "Nope".into() },
             "browser_press_key",

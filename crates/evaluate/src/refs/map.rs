@@ -60,6 +60,15 @@ impl RefEntry {
         }
     }
 
+    fn not_editable(&self, reason: impl Into<String>) -> Error {
+        Error::NotEditable {
+            ref_id: self.ref_id.clone(),
+            role: self.role.clone(),
+            name: self.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
     fn not_interactable(&self, reason: impl Into<String>) -> Error {
         Error::NotInteractable {
             ref_id: self.ref_id.clone(),
@@ -380,12 +389,33 @@ impl RefMap {
         Ok(point)
     }
 
-    /// Types `text` into the ref's element: `DOM.focus`, `Input.insertText`
-    /// and, when `submit`, Enter (`Input.dispatchKeyEvent` keyDown/keyUp), on
-    /// the ref's session.
+    /// Types `text` into the ref's element, on the ref's session:
+    ///
+    /// 1. the element's kind is read (`Runtime.callFunctionOn`): an
+    ///    `<input>` of a text kind (text, search, email, url, tel, password,
+    ///    number, date/time kinds…), a `<textarea>` or a contenteditable
+    ///    element takes text; a `<select>` takes a choice; anything else
+    ///    (a button, a checkbox, a link, plain text), or a disabled or
+    ///    read-only field, is [`Error::NotEditable`] naming it, and nothing
+    ///    is sent;
+    /// 2. text: `DOM.focus{backendNodeId}`, then a check that the element
+    ///    is its document's (or shadow root's) `activeElement`, or contains
+    ///    it (a contenteditable host); otherwise `NotEditable` ("did not
+    ///    take the focus"), so the text never goes to whatever had the
+    ///    focus before. Then `Input.insertText` and, when `submit`, Enter
+    ///    (`Input.dispatchKeyEvent`);
+    /// 3. a `<select>`: the option whose text (trimmed, whitespace
+    ///    collapsed) equals `text` is selected — first exactly, then
+    ///    ignoring case, then by its `value` — and `input` and `change` are
+    ///    dispatched, as a user's choice would (a `<select multiple>` ends
+    ///    with that option alone selected). No option matches:
+    ///    `NotEditable` listing the options' texts (up to 20). With
+    ///    `submit`, its form is submitted (`form.requestSubmit()`, which runs
+    ///    the form's validation and submit handlers, as Enter in a text
+    ///    field would).
     ///
     /// # Errors
-    /// As [`RefMap::resolve`]; `NotInteractable` when the element cannot take focus.
+    /// As [`RefMap::resolve`]; [`Error::NotEditable`] as above.
     ///
     /// # Cancel safety
     /// Not cancel safe: part of the text may have been inserted.
@@ -399,6 +429,43 @@ impl RefMap {
         let budget = budget.into();
         let r = self.resolve(ref_id, budget.clone()).await?;
         let s = &r.session;
+        let object_id = object_of(&r, &budget).await?;
+        let kind = call_on(s, &object_id, EDIT_KIND_JS, json!([]), &budget).await?;
+        match kind["kind"].as_str() {
+            Some("text") => {}
+            Some("select") => {
+                let chosen =
+                    call_on(s, &object_id, SELECT_JS, json!([text, submit]), &budget).await?;
+                if chosen["ok"] == Value::Bool(true) {
+                    return Ok(());
+                }
+                let options: Vec<String> = chosen["options"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|o| o.as_str().map(|t| format!("{t:?}")))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                return Err(r.entry.not_editable(format!(
+                    "it is a <select> and no option's text or value is {text:?} (options: {}{})",
+                    options.join(", "),
+                    if chosen["more"] == Value::Bool(true) {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            _ => {
+                let what = kind["what"]
+                    .as_str()
+                    .unwrap_or("an element that takes no text");
+                return Err(r.entry.not_editable(format!(
+                    "it is {what}; only text fields, text areas, contenteditable elements and selects take text"
+                )));
+            }
+        }
         s.call(
             "DOM.focus",
             json!({"backendNodeId": r.backend_node_id.0}),
@@ -406,9 +473,18 @@ impl RefMap {
         )
         .await
         .map_err(|err| match err.protocol_message() {
-            Some(m) => r.entry.not_interactable(format!("cannot focus: {m}")),
+            Some(m) => r
+                .entry
+                .not_editable(format!("it cannot take the focus: {m}")),
             None => Error::transport("DOM.focus", err),
         })?;
+        let focus = call_on(s, &object_id, HAS_FOCUS_JS, json!([]), &budget).await?;
+        if focus["focused"] != Value::Bool(true) {
+            let active = focus["active"].as_str().unwrap_or("nothing");
+            return Err(r.entry.not_editable(format!(
+                "it did not take the focus after DOM.focus (the focused element is {active}); nothing was typed"
+            )));
+        }
         s.call("Input.insertText", json!({"text": text}), budget.clone())
             .await
             .map_err(|err| Error::transport("Input.insertText", err))?;
@@ -465,6 +541,119 @@ impl RefMap {
         press_key_on(&self.page, key, &budget.into()).await
     }
 }
+
+/// A remote object for the resolved ref's node (object group `tabwarden-refs`).
+async fn object_of(r: &ResolvedRef, budget: &Budget) -> Result<String> {
+    let v = r
+        .session
+        .call(
+            "DOM.resolveNode",
+            json!({"backendNodeId": r.backend_node_id.0, "objectGroup": OBJECT_GROUP}),
+            budget.clone(),
+        )
+        .await
+        .map_err(|err| match err.protocol_message() {
+            Some(_) => r
+                .entry
+                .stale(format!("node {} no longer exists", r.backend_node_id.0)),
+            None => Error::transport("DOM.resolveNode", err),
+        })?;
+    v.pointer("/object/objectId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            r.entry
+                .stale(format!("node {} no longer exists", r.backend_node_id.0))
+        })
+}
+
+/// `Runtime.callFunctionOn` of `function` on `object_id` with `args` (JSON
+/// values), by value. A thrown exception is `UnexpectedReply`.
+async fn call_on(
+    s: &Session,
+    object_id: &str,
+    function: &str,
+    args: Value,
+    budget: &Budget,
+) -> Result<Value> {
+    let arguments: Vec<Value> = args
+        .as_array()
+        .map(|a| a.iter().map(|v| json!({"value": v})).collect())
+        .unwrap_or_default();
+    let v = s
+        .call(
+            "Runtime.callFunctionOn",
+            json!({"objectId": object_id, "functionDeclaration": function,
+                   "arguments": arguments, "returnByValue": true}),
+            budget.clone(),
+        )
+        .await
+        .map_err(|err| Error::transport("Runtime.callFunctionOn", err))?;
+    if let Some(d) = v.get("exceptionDetails") {
+        return Err(Error::UnexpectedReply {
+            method: "Runtime.callFunctionOn".into(),
+            detail: d["exception"]["description"]
+                .as_str()
+                .or_else(|| d["text"].as_str())
+                .unwrap_or("exception")
+                .to_string(),
+        });
+    }
+    Ok(v.pointer("/result/value").cloned().unwrap_or(Value::Null))
+}
+
+/// What typing into `this` would do: `{kind: 'text' | 'select' | 'none', what}`.
+const EDIT_KIND_JS: &str = r#"function () {
+  const el = this;
+  const tag = String(el.localName || el.nodeName || '').toLowerCase();
+  const desc = () => {
+    let d = '<' + tag;
+    if (tag === 'input') d += ' type=' + JSON.stringify(String(el.type || 'text'));
+    return d + '>';
+  };
+  if (el.nodeType !== 1) return { kind: 'none', what: 'not an element (a ' + String(el.nodeName).toLowerCase() + ' node)' };
+  if (tag === 'select') return el.disabled ? { kind: 'none', what: 'a disabled <select>' } : { kind: 'select' };
+  if (tag === 'textarea' || tag === 'input') {
+    const nonText = ['button', 'submit', 'reset', 'checkbox', 'radio', 'file', 'image', 'hidden', 'range', 'color'];
+    if (tag === 'input' && nonText.includes(String(el.type).toLowerCase())) return { kind: 'none', what: 'an ' + desc() };
+    if (el.disabled) return { kind: 'none', what: 'a disabled ' + desc() };
+    if (el.readOnly) return { kind: 'none', what: 'a read-only ' + desc() };
+    return { kind: 'text' };
+  }
+  if (el.isContentEditable) return { kind: 'text' };
+  return { kind: 'none', what: 'a <' + tag + '> element that is not contenteditable' };
+}"#;
+
+/// Whether `this` has the focus after `DOM.focus`: `{focused, active}`.
+const HAS_FOCUS_JS: &str = r#"function () {
+  const el = this;
+  const root = el.getRootNode ? el.getRootNode() : el.ownerDocument;
+  const active = root && root.activeElement !== undefined ? root.activeElement : el.ownerDocument.activeElement;
+  const focused = !!active && (active === el || (typeof el.contains === 'function' && el.contains(active)));
+  const name = (a) => a ? '<' + String(a.localName || a.nodeName).toLowerCase() + (a.id ? ' id=' + JSON.stringify(a.id) : '') + '>' : 'nothing';
+  return { focused, active: name(active) };
+}"#;
+
+/// Selects the option of the `<select>` `this` whose text is `text`
+/// (exactly, then ignoring case, then by value); `{ok}` or `{ok:false, options, more}`.
+const SELECT_JS: &str = r#"function (text, submit) {
+  const el = this;
+  const norm = (s) => String(s == null ? '' : s).replace(/\s+/g, ' ').trim();
+  const opts = Array.from(el.options || []).filter((o) => !o.disabled);
+  const want = norm(text);
+  const pick = opts.find((o) => norm(o.text) === want)
+    || opts.find((o) => norm(o.text).toLowerCase() === want.toLowerCase())
+    || opts.find((o) => o.value === text);
+  if (!pick) return { ok: false, options: opts.slice(0, 20).map((o) => norm(o.text)), more: opts.length > 20 };
+  try { el.focus(); } catch (e) {}
+  if (el.multiple) { for (const o of el.options) o.selected = (o === pick); } else { el.value = pick.value; pick.selected = true; }
+  el.dispatchEvent(new Event('input', { bubbles: true }));
+  el.dispatchEvent(new Event('change', { bubbles: true }));
+  if (submit && el.form) {
+    if (typeof el.form.requestSubmit === 'function') el.form.requestSubmit(); else el.form.submit();
+  }
+  return { ok: true };
+}"#;
 
 fn normalize(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

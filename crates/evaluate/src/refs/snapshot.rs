@@ -3,6 +3,7 @@
 use super::map::{RefEntry, RefMap};
 use super::render::{self, JsonNode, RenderOptions};
 use super::tree::{self, FrameAx, SnapshotNode, IFRAME_ROLE};
+use crate::busy::{Unstick, ACK_GRACE, BUSY_AFTER_MAX};
 use crate::error::{Error, Result};
 use cdp_transport::{Budget, Connection, FrameId, LoaderId, Session, SessionId, TargetId};
 use serde::Serialize;
@@ -171,12 +172,23 @@ impl Snapshot {
 /// Holds the page session and the OOPIF sessions it attached (cached by
 /// target id and reused while alive), so refs stay actionable after the
 /// snapshot. [`AxSnapshotter::close`] detaches what it attached.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AxSnapshotter {
     conn: Connection,
     page: Session,
     attached_page: bool,
     oopifs: Arc<Mutex<HashMap<TargetId, Session>>>,
+    route: Option<crate::TerminateRoute>,
+}
+
+impl std::fmt::Debug for AxSnapshotter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AxSnapshotter")
+            .field("page", &self.page)
+            .field("attached_page", &self.attached_page)
+            .field("terminate_route", &self.route.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 struct Pending {
@@ -212,7 +224,16 @@ impl AxSnapshotter {
             page,
             attached_page: true,
             oopifs: Arc::default(),
+            route: None,
         })
+    }
+
+    /// Where `Runtime.terminateExecution` goes when a frame's renderer does
+    /// not answer (see [`crate::Engine::set_terminate_route`]); without it,
+    /// on the session the snapshot queried.
+    pub fn with_terminate_route(mut self, route: crate::TerminateRoute) -> Self {
+        self.route = Some(route);
+        self
     }
 
     /// Uses the caller's page session (not detached by [`AxSnapshotter::close`]).
@@ -222,6 +243,7 @@ impl AxSnapshotter {
             page,
             attached_page: false,
             oopifs: Arc::default(),
+            route: None,
         }
     }
 
@@ -265,9 +287,18 @@ impl AxSnapshotter {
     /// when the main frame does or the budget ends. The raw trees are freed
     /// on the blocking pool after the build.
     ///
+    /// A frame whose renderer does not answer a call for half the budget (at
+    /// most [`crate::BUSY_AFTER_MAX`]) is busy with its page's own script:
+    /// its target gets `Runtime.terminateExecution` once (on the session the
+    /// terminate route names, [`AxSnapshotter::with_terminate_route`]), the
+    /// walk goes on, and a note says so. Child frames end a fifth of the
+    /// budget (at most 1 s) before the main frame, so a frame that stays
+    /// stuck is skipped with a note.
+    ///
     /// # Errors
     /// [`Error::Transport`] for a failed main-frame call or an expired or
-    /// cancelled budget (its `source` says which).
+    /// cancelled budget (its `source` says which); [`Error::PageBusy`] when
+    /// the main frame had no answer at the deadline after a termination.
     ///
     /// # Cancel safety
     /// Cancel safe for the page; OOPIF sessions attached before the drop stay
@@ -279,6 +310,14 @@ impl AxSnapshotter {
     ) -> Result<Snapshot> {
         let budget = budget.into();
         let start = Instant::now();
+        // A renderer that does not answer is busy with its page's own
+        // script: terminate it on that frame's session (see `busy`).
+        let unstick = Unstick::new(&budget, BUSY_AFTER_MAX, None, self.route.clone());
+        // Child frames end a little before the main frame, so a frame
+        // whose renderer stays stuck is skipped with a note and the rest
+        // of the page is still returned.
+        let reserve = (budget.remaining() / 5).min(Duration::from_secs(1));
+        let child_budget = budget.child(budget.remaining().saturating_sub(reserve));
         let mut frames: Vec<FrameInfo> = Vec::new();
         let mut axes: Vec<FrameAx> = Vec::new();
         let mut notes = Vec::new();
@@ -307,7 +346,12 @@ impl AxSnapshotter {
                     .iter()
                     .map(|p| {
                         let need_tree = !trees.contains_key(&p.session.id().cloned());
-                        fetch_frame(p, need_tree, &budget)
+                        let b = if p.parent.is_none() {
+                            &budget
+                        } else {
+                            &child_budget
+                        };
+                        fetch_frame(p, need_tree, b, &unstick)
                     })
                     .collect(),
             )
@@ -319,7 +363,7 @@ impl AxSnapshotter {
                 let (tree, nodes) = match r {
                     Ok(x) => x,
                     Err(e) if main || budget.is_expired() || budget.is_cancelled() => {
-                        return Err(e)
+                        return Err(busy_error(e, &unstick, &budget, start).await)
                     }
                     Err(e) => {
                         notes.push(format!(
@@ -356,9 +400,23 @@ impl AxSnapshotter {
                     iframes: HashMap::new(),
                 });
             }
-            level = self
-                .child_frames(iframes, &trees, &mut notes, &budget)
-                .await?;
+            level = match self
+                .child_frames(iframes, &trees, &mut notes, &child_budget, &unstick)
+                .await
+            {
+                Ok(l) => l,
+                Err(e) if budget.is_expired() || budget.is_cancelled() => {
+                    return Err(busy_error(e, &unstick, &budget, start).await)
+                }
+                Err(e) => {
+                    notes.push(format!("child frames skipped: {e}"));
+                    Vec::new()
+                }
+            };
+        }
+        if unstick.fired() {
+            unstick.settled(ACK_GRACE.min(budget.remaining())).await;
+            notes.extend(unstick.note());
         }
         // Iframe maps were filled as children were fetched.
         let snapshot =
@@ -375,15 +433,17 @@ impl AxSnapshotter {
         trees: &FrameTrees,
         notes: &mut Vec<String>,
         budget: &Budget,
+        unstick: &Unstick,
     ) -> Result<Vec<Pending>> {
         let described = join_all(
             iframes
                 .iter()
                 .map(|(_, session, backend, _)| {
-                    session.call(
+                    unstick.call(
+                        session,
                         "DOM.describeNode",
                         json!({"backendNodeId": backend}),
-                        budget.clone(),
+                        budget,
                     )
                 })
                 .collect(),
@@ -513,6 +573,25 @@ impl AxSnapshotter {
     }
 }
 
+/// The error of a snapshot that failed with `e` at its deadline: when a
+/// renderer-bound command had no answer and its session was sent
+/// `Runtime.terminateExecution` ([`Unstick`]), `page_busy` (after at most
+/// [`ACK_GRACE`] for the termination to settle); else `e`.
+async fn busy_error(e: Error, unstick: &Unstick, budget: &Budget, start: Instant) -> Error {
+    let timed_out = matches!(&e, Error::Transport { source, .. } if source.is_timeout());
+    if !timed_out || !unstick.fired() {
+        return e;
+    }
+    unstick.settled(ACK_GRACE).await;
+    Error::PageBusy {
+        method: unstick.first_method().unwrap_or_default(),
+        budget: budget.total(),
+        elapsed: start.elapsed(),
+        stopped: unstick.stopped_a_script(),
+        consequence: "no snapshot was taken; call again".into(),
+    }
+}
+
 /// One session's frame tree: frame id → loader id, and the session's root frame.
 type FrameTree = (HashMap<FrameId, LoaderId>, Option<FrameId>);
 
@@ -522,21 +601,19 @@ async fn fetch_frame(
     p: &Pending,
     need_tree: bool,
     budget: &Budget,
+    unstick: &Unstick,
 ) -> Result<(Option<FrameTree>, Vec<Value>)> {
     let params = match &p.frame_id {
         Some(f) => json!({"frameId": f.as_str()}),
         None => json!({}),
     };
-    let ax = p
-        .session
-        .call("Accessibility.getFullAXTree", params, budget.clone());
+    let ax = unstick.call(&p.session, "Accessibility.getFullAXTree", params, budget);
     let tree = async {
         if !need_tree {
             return Ok(None);
         }
-        let v = p
-            .session
-            .call("Page.getFrameTree", json!({}), budget.clone())
+        let v = unstick
+            .call(&p.session, "Page.getFrameTree", json!({}), budget)
             .await
             .map_err(|e| Error::transport("Page.getFrameTree", e))?;
         let mut map = HashMap::new();

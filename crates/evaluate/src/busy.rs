@@ -1,0 +1,386 @@
+//! The page's own script keeping the renderer busy.
+//!
+//! A renderer runs its page's JavaScript and the CDP commands of every
+//! session on one main thread. A page script that never yields
+//! (`setTimeout(() => { while (true) {} })`) holds every renderer-bound
+//! command: `Runtime.enable`, `Page.getFrameTree`,
+//! `Accessibility.getFullAXTree`, `DOM.describeNode`, `Runtime.evaluate`.
+//! Only `Runtime.terminateExecution` gets through: Chromium dispatches it
+//! as a V8 interrupt, inside the running script, and V8 ends that script.
+//!
+//! But only on a session the renderer had bound before it got busy:
+//! Chromium binds a new session in the renderer on its main thread, so a
+//! session attached while a script runs queues even
+//! `Runtime.terminateExecution` behind that script (measured on Chromium
+//! 156: a termination on a fresh engine session never took, one on a
+//! session attached earlier did at once).
+//!
+//! [`Unstick`] wraps such commands for one operation (an evaluate's setup,
+//! a snapshot). A command that has not answered after half the
+//! operation's budget, at most [`BUSY_AFTER_MAX`], or whose budget ran
+//! out, gets one `Runtime.terminateExecution` for **its target** (so for
+//! the process of the busy frame: the page's, or a cross-site iframe's):
+//! on the session a [`TerminateRoute`] names for that target (the
+//! supervisor's, attached when the target was created; a route that names
+//! none, e.g. while a dialog holds the page, means no termination), and
+//! without a route on the command's own session. The wait goes on within the same budget: the
+//! held commands run as soon as the script has stopped. Nothing is sent
+//! twice.
+//!
+//! A termination that arrives while no script runs stays pending in V8
+//! and ends the *next* script of that process (`terminate the current or
+//! the next execution`, field case C17), so each one is settled in the
+//! background: its acknowledgement (V8 sends it once the terminated call
+//! has unwound) is awaited for [`ACK_GRACE`]; without it, a trivial
+//! `Runtime.evaluate` on the same session takes the termination. An
+//! acknowledgement within [`ACK_GRACE`] (or a probe that then runs to its
+//! value instead of being terminated) is the evidence that a script was
+//! running and was stopped, and only then do the notes and errors say so. Callers that run the user's script next wait for
+//! [`Unstick::settled`] first.
+//!
+//! Known limit: a renderer that is slow for another reason (a very large
+//! layout, or a navigation that holds renderer-bound commands in the
+//! browser) for that long is also sent a termination; it then ends the
+//! next script of that process unless the probe takes it first.
+
+use cdp_transport::{Budget, Session};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::{debug, info};
+
+/// The longest a renderer-bound command waits before the renderer is taken
+/// as busy with the page's own script (when half the budget is longer).
+pub const BUSY_AFTER_MAX: Duration = Duration::from_secs(2);
+
+/// How long the acknowledgement of a termination is awaited before a probe
+/// evaluate is sent to take a termination that found nothing running.
+pub(crate) const ACK_GRACE: Duration = Duration::from_millis(250);
+
+/// Bound of the whole background settling of one termination.
+const SETTLE_BOUND: Duration = Duration::from_secs(2);
+
+/// Names, for a target, a session the target's renderer bound before it
+/// could get busy (for a tab: the supervisor's page session, or its session
+/// of a cross-site iframe), on which `Runtime.terminateExecution` reaches a
+/// renderer busy with script. `None`: send no termination for that target
+/// (a target the owner does not know, or one a dialog holds: a dialog, not
+/// a script, keeps that renderer waiting). Without a route at all, the
+/// termination goes on the command's own session.
+pub type TerminateRoute = Arc<dyn Fn(&cdp_transport::TargetId) -> Option<Session> + Send + Sync>;
+
+/// A hook told `+1` when a termination is sent and `-1` when it is settled
+/// (the engine holds its new evaluates meanwhile).
+pub(crate) type SettleHook = Arc<dyn Fn(i32) + Send + Sync>;
+
+/// One termination sent by an [`Unstick`].
+struct Term {
+    /// The target it was for (one termination per target).
+    target: Option<cdp_transport::TargetId>,
+    /// The session of the command that had no answer.
+    session: Session,
+    /// The command that did not answer, for the notes.
+    method: String,
+    /// How long it had waited.
+    waited: Duration,
+    /// `Some(true)`: a script was running and was stopped; `Some(false)`:
+    /// settled otherwise (taken by the probe, failed, or not acknowledged in
+    /// time); `None`: settling.
+    outcome: watch::Receiver<Option<bool>>,
+}
+
+/// Terminates the page's own script when a renderer-bound command of one
+/// operation is not answered (see the [module docs](self)). Cheap to clone;
+/// clones share the terminations.
+#[derive(Clone)]
+pub(crate) struct Unstick {
+    after: Duration,
+    shared: Arc<Shared>,
+    hook: Option<SettleHook>,
+    route: Option<TerminateRoute>,
+}
+
+/// What the clones of one [`Unstick`] share (one allocation per operation).
+#[derive(Default)]
+struct Shared {
+    terms: Mutex<Vec<Term>>,
+    /// Commands in flight.
+    pending: Mutex<Vec<InFlight>>,
+    next_key: std::sync::atomic::AtomicU64,
+    /// Notes the caller added ([`Unstick::add_note`]).
+    extra: Mutex<Vec<String>>,
+}
+
+/// A command in flight: (key, session, method, since).
+type InFlight = (u64, Session, String, Instant);
+
+/// Removes a command from the commands in flight when its future ends or is dropped.
+struct PendingGuard<'a> {
+    unstick: &'a Unstick,
+    key: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.unstick.shared.pending).retain(|p| p.0 != self.key);
+    }
+}
+
+impl std::fmt::Debug for Unstick {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unstick")
+            .field("after", &self.after)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Half of `budget`'s remaining time, at most `max`.
+pub(crate) fn busy_after(budget: &Budget, max: Duration) -> Duration {
+    (budget.remaining() / 2).min(max)
+}
+
+impl Unstick {
+    /// An unstick for one operation under `budget`; `max` caps the wait
+    /// before a termination ([`BUSY_AFTER_MAX`] by default).
+    pub(crate) fn new(
+        budget: &Budget,
+        max: Duration,
+        hook: Option<SettleHook>,
+        route: Option<TerminateRoute>,
+    ) -> Self {
+        Self {
+            after: busy_after(budget, max),
+            shared: Arc::default(),
+            hook,
+            route,
+        }
+    }
+
+    /// `session.call(method, params, budget)`, and `Runtime.terminateExecution`
+    /// for `session`'s target (once) when it has not answered after half the
+    /// operation's budget (at most the cap)
+    /// or its budget ran out. The wait goes on after the termination, within
+    /// `budget`.
+    ///
+    /// # Errors
+    /// The call's own error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a termination already sent settles in the background.
+    pub(crate) async fn call(
+        &self,
+        session: &Session,
+        method: &str,
+        params: Value,
+        budget: &Budget,
+    ) -> Result<Value, cdp_transport::Error> {
+        let start = Instant::now();
+        let key = self
+            .shared
+            .next_key
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.shared.pending).push((key, session.clone(), method.to_string(), start));
+        let _guard = PendingGuard { unstick: self, key };
+        let fut = session.call(method, params, budget.clone());
+        tokio::pin!(fut);
+        let stall = tokio::time::sleep(self.after);
+        tokio::select! {
+            biased;
+            r = &mut fut => return self.after_call(session, method, start, r),
+            () = stall => {
+                self.terminate(session, method, start.elapsed());
+            }
+        }
+        let r = fut.await;
+        self.after_call(session, method, start, r)
+    }
+
+    fn after_call(
+        &self,
+        session: &Session,
+        method: &str,
+        start: Instant,
+        r: Result<Value, cdp_transport::Error>,
+    ) -> Result<Value, cdp_transport::Error> {
+        if matches!(&r, Err(e) if e.is_timeout()) {
+            // The budget ran out with the renderer still silent: stop what
+            // holds it, so the next call finds the tab usable.
+            self.terminate(session, method, start.elapsed());
+        }
+        r
+    }
+
+    /// Sends `Runtime.terminateExecution` for `session`'s target (on the
+    /// session the route names, else on `session`) unless this unstick
+    /// already did, and settles it in the background.
+    fn terminate(&self, session: &Session, method: &str, waited: Duration) {
+        let target = session.target_id().cloned();
+        let mut terms = lock(&self.shared.terms);
+        if terms
+            .iter()
+            .any(|t| t.target == target && (target.is_some() || t.session.id() == session.id()))
+        {
+            return;
+        }
+        let via = match (&self.route, &target) {
+            (Some(route), Some(t)) => match route(t).filter(|s| s.closed_reason().is_none()) {
+                Some(s) => s,
+                None => {
+                    debug!(
+                        target_id = t.as_str(),
+                        method, "no terminate route for the target; nothing sent"
+                    );
+                    return;
+                }
+            },
+            _ => session.clone(),
+        };
+        info!(
+            target: "tabwarden::evaluate",
+            session = ?session.id(),
+            via = ?via.id(),
+            method,
+            waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+            "the renderer does not answer: terminating the page's own script"
+        );
+        let (tx, rx) = watch::channel(None);
+        terms.push(Term {
+            target,
+            session: session.clone(),
+            method: method.to_string(),
+            waited,
+            outcome: rx,
+        });
+        drop(terms);
+        if let Some(h) = &self.hook {
+            h(1);
+        }
+        let hook = self.hook.clone();
+        let s = via;
+        tokio::spawn(async move {
+            let outcome = settle(&s).await;
+            debug!(session = ?s.id(), outcome, "termination of the page's script settled");
+            tx.send_replace(Some(outcome));
+            if let Some(h) = hook {
+                h(-1);
+            }
+        });
+    }
+
+    /// Terminates on the session of every command still in flight (the
+    /// operation's budget ran out while the renderer was silent).
+    pub(crate) fn terminate_pending(&self) {
+        let pending: Vec<(Session, String, Duration)> = lock(&self.shared.pending)
+            .iter()
+            .map(|(_, s, m, since)| (s.clone(), m.clone(), since.elapsed()))
+            .collect();
+        for (s, m, waited) in pending {
+            self.terminate(&s, &m, waited);
+        }
+    }
+
+    /// True once a termination was sent.
+    pub(crate) fn fired(&self) -> bool {
+        !lock(&self.shared.terms).is_empty()
+    }
+
+    /// Waits, at most `within`, until every termination sent is settled.
+    /// Returns true when all are.
+    pub(crate) async fn settled(&self, within: Duration) -> bool {
+        let rxs: Vec<_> = lock(&self.shared.terms)
+            .iter()
+            .map(|t| t.outcome.clone())
+            .collect();
+        let all = async {
+            for mut rx in rxs {
+                let _ = rx.wait_for(Option::is_some).await;
+            }
+        };
+        tokio::time::timeout(within, all).await.is_ok()
+    }
+
+    /// The command whose silence caused the first termination.
+    pub(crate) fn first_method(&self) -> Option<String> {
+        lock(&self.shared.terms).first().map(|t| t.method.clone())
+    }
+
+    /// True when some termination stopped a running script.
+    pub(crate) fn stopped_a_script(&self) -> bool {
+        lock(&self.shared.terms)
+            .iter()
+            .any(|t| *t.outcome.borrow() == Some(true))
+    }
+
+    /// Adds a note of the caller's about the same operation.
+    pub(crate) fn add_note(&self, note: String) {
+        lock(&self.shared.extra).push(note);
+    }
+
+    /// The notes for the caller's result: [`Unstick::note`], then those
+    /// added with [`Unstick::add_note`].
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.note().into_iter().collect();
+        out.extend(lock(&self.shared.extra).iter().cloned());
+        out
+    }
+
+    /// A note for the caller's result, when a termination was sent: what
+    /// did not answer, for how long, and what the termination did.
+    pub(crate) fn note(&self) -> Option<String> {
+        let terms = lock(&self.shared.terms);
+        let first = terms.first()?;
+        let stopped = terms.iter().any(|t| *t.outcome.borrow() == Some(true));
+        let ms = u64::try_from(first.waited.as_millis()).unwrap_or(u64::MAX);
+        Some(if stopped {
+            format!(
+                "the page's own script kept the renderer busy ({} had no answer after {ms} ms); it was stopped with Runtime.terminateExecution",
+                first.method
+            )
+        } else {
+            format!(
+                "the renderer did not answer {} for {ms} ms; Runtime.terminateExecution was sent, but no running script was confirmed stopped",
+                first.method
+            )
+        })
+    }
+}
+
+/// Sends `Runtime.terminateExecution` on `s` and waits for it to be done
+/// with: `true` when a script was running and was stopped (acknowledged
+/// within [`ACK_GRACE`], or later with the probe sent after it running to
+/// its value), `false` otherwise (the probe took it, or it failed).
+async fn settle(s: &Session) -> bool {
+    let (ack_tx, mut ack) = watch::channel(None::<bool>);
+    let term = s.clone();
+    tokio::spawn(async move {
+        let r = term
+            .call("Runtime.terminateExecution", json!({}), SETTLE_BOUND)
+            .await;
+        if let Err(e) = &r {
+            debug!(error = %e, "Runtime.terminateExecution");
+        }
+        ack_tx.send_replace(Some(r.is_ok()));
+    });
+    if let Ok(r) = tokio::time::timeout(ACK_GRACE, ack.wait_for(Option::is_some)).await {
+        return r.map(|v| *v == Some(true)).unwrap_or(false);
+    }
+    // Nothing was running when it came: a trivial evaluate takes it.
+    let probe = s
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "0 // tabwarden takes a pending termination", "returnByValue": true}),
+            SETTLE_BOUND,
+        )
+        .await;
+    let _ = tokio::time::timeout(SETTLE_BOUND, ack.wait_for(Option::is_some)).await;
+    // A probe that ran to its value did not take the termination: a
+    // script was running (its interrupt was only slow) and was stopped.
+    let ran = matches!(&probe, Ok(v) if v.get("exceptionDetails").is_none());
+    debug!(ran, "probe after an unacknowledged termination");
+    ran && *ack.borrow() == Some(true)
+}
