@@ -211,7 +211,11 @@ async fn every_scenario_passes_against_a_fake_api_in_front_of_a_dismissing_proxy
     // Bridge off: the proxy closed the native prompt (once per client
     // session that has the Page domain on, so at least once). Bridge on: no
     // native dialog ever reached the proxy (all twelve went through the bridge).
-    assert!(sessions[0].dismissed >= 1, "off session: {}", sessions[0].dismissed);
+    assert!(
+        sessions[0].dismissed >= 1,
+        "off session: {}",
+        sessions[0].dismissed
+    );
     assert_eq!(sessions[1].dismissed, 0, "on session");
     let log = fake.log.lock().unwrap_or_else(|p| p.into_inner());
     assert!(log.iter().all(|(_, ok)| *ok), "{log:?}");
