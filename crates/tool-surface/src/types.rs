@@ -268,7 +268,8 @@ pub struct ActionResponse {
 #[serde(deny_unknown_fields)]
 pub struct EvaluateRequest {
     /// The expression. With `ref`, a function source called with the element,
-    /// e.g. `el => el.textContent`. Promises are awaited.
+    /// e.g. `el => el.textContent`. Statements (`var x = 1; x`) give the value
+    /// of the last one. Promises are awaited.
     pub expression: String,
     /// Evaluate against this element (a ref from `browser_snapshot`).
     #[serde(default, rename = "ref")]
