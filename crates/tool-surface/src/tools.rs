@@ -169,6 +169,22 @@ const TERMINATE_BUDGET: Duration = Duration::from_secs(2);
 /// comes after the budget, so it is scaled to it: [`cleanup_grace`].
 const TERMINATE_GRACE: Duration = Duration::from_millis(600);
 
+/// Sends `Runtime.terminateExecution` on `session` in the background, under
+/// its own bound ([`TERMINATE_BUDGET`]: the call's budget is spent by then);
+/// the task's result says whether it was acknowledged.
+fn spawn_terminate(session: cdp_transport::Session) -> tokio::task::JoinHandle<bool> {
+    tokio::spawn(async move {
+        session
+            .call(
+                "Runtime.terminateExecution",
+                json!({}),
+                Budget::new(TERMINATE_BUDGET),
+            )
+            .await
+            .is_ok()
+    })
+}
+
 /// The clean-up wait after a budget of `budget.total()` ran out: a twentieth
 /// of it, between 25 ms and [`TERMINATE_GRACE`]. A call thus returns within
 /// `timeout_ms` + 5 % (≤ 50 ms at 1 s; a responsive browser acknowledges in
@@ -177,6 +193,7 @@ const TERMINATE_GRACE: Duration = Duration::from_millis(600);
 fn cleanup_grace(budget: &Budget) -> Duration {
     (budget.total() / 20).clamp(Duration::from_millis(25), TERMINATE_GRACE)
 }
+
 /// Most of a call's remaining budget spent waiting for the supervisor to
 /// record a dialog the engine already saw open.
 const DIALOG_CATCH_UP: Duration = Duration::from_secs(1);
@@ -976,17 +993,7 @@ impl Tools {
                         return Ok(opened(d));
                     }
                 }
-                let session = tab.sup.page_session();
-                let term = tokio::spawn(async move {
-                    session
-                        .call(
-                            "Runtime.terminateExecution",
-                            json!({}),
-                            Budget::new(TERMINATE_BUDGET),
-                        )
-                        .await
-                        .is_ok()
-                });
+                let term = spawn_terminate(tab.sup.page_session());
                 let after = probe
                     .wait_until(tokio::time::Instant::now() + cleanup_grace(budget))
                     .await;
@@ -1203,19 +1210,9 @@ impl Tools {
                     .and_then(|m| m.get(r).map(|x| x.session().clone()))
             })
             .unwrap_or_else(|| tab.ax().page_session().clone());
-        // Sent in the background (its own short bound: the call's budget is
-        // spent); the answer is waited for only a short grace, so a stalled
-        // browser does not stretch the call far past its timeout_ms.
-        let term = tokio::spawn(async move {
-            session
-                .call(
-                    "Runtime.terminateExecution",
-                    json!({}),
-                    Budget::new(TERMINATE_BUDGET),
-                )
-                .await
-                .is_ok()
-        });
+        // The answer is waited for only a short grace, so a stalled browser
+        // does not stretch the call far past its timeout_ms.
+        let term = spawn_terminate(session);
         let terminated = matches!(
             tokio::time::timeout(cleanup_grace(budget), term).await,
             Ok(Ok(true))
