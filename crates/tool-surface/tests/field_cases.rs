@@ -459,7 +459,10 @@ async fn c03_with_an_auto_policy_the_action_completes_and_records_the_dialog() {
         ms(took)
     );
     assert!(c.get("error").is_none(), "{c:#}");
-    assert!(took < Duration::from_secs(3), "{took:?}");
+    // Well inside the 20 s default budget. Not tighter: these tests share one
+    // Chromium, and input to a tab that another test's tab took the front
+    // from can take ~5 s on Chromium 156 (seen in CI runs).
+    assert!(took < Duration::from_secs(12), "{took:?}");
     eval_until(
         &tools,
         "document.getElementById('result').textContent",
