@@ -367,7 +367,7 @@ const FOUR_DIALOGS: &str = "(() => { setTimeout(() => { \
     let o = document.getElementById('out'); \
     if (!o) { o = document.createElement('p'); o.id = 'out'; document.body.appendChild(o); } \
     o.textContent = r; }, 0); return 'scheduled'; })()";
-/// What the page sees when the agent answers as [`four_of_four`] does.
+/// What the page sees when the agent answers as `four_of_four` does.
 pub const FOUR_ANSWERS: &str = r#"["undefined","agent text for p1",true,false]"#;
 
 // ------------------------------------------------------------ tool helpers

@@ -31,9 +31,9 @@
 //! and ends the *next* script of that process (`terminate the current or
 //! the next execution`, field case C17), so each one is settled in the
 //! background: its acknowledgement (V8 sends it once the terminated call
-//! has unwound) is awaited for [`ACK_GRACE`]; without it, a trivial
+//! has unwound) is awaited for [`crate::terminate::ACK_GRACE`]; without it, a trivial
 //! `Runtime.evaluate` on the same session takes the termination. An
-//! acknowledgement within [`ACK_GRACE`] (or a probe that then runs to its
+//! acknowledgement within [`crate::terminate::ACK_GRACE`] (or a probe that then runs to its
 //! value instead of being terminated) is the evidence that a script was
 //! running and was stopped, and only then do the notes and errors say so. Callers that run the user's script next wait for
 //! [`Unstick::settled`] first.
@@ -44,7 +44,7 @@
 //! next script of that process unless the probe takes it first.
 
 use cdp_transport::{Budget, Session};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -53,13 +53,6 @@ use tracing::{debug, info};
 /// The longest a renderer-bound command waits before the renderer is taken
 /// as busy with the page's own script (when half the budget is longer).
 pub const BUSY_AFTER_MAX: Duration = Duration::from_secs(2);
-
-/// How long the acknowledgement of a termination is awaited before a probe
-/// evaluate is sent to take a termination that found nothing running.
-pub(crate) const ACK_GRACE: Duration = Duration::from_millis(250);
-
-/// Bound of the whole background settling of one termination.
-const SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 /// Names, for a target, a session the target's renderer bound before it
 /// could get busy (for a tab: the supervisor's page session, or its session
@@ -261,10 +254,9 @@ impl Unstick {
             h(1);
         }
         let hook = self.hook.clone();
-        let s = via;
-        tokio::spawn(async move {
-            let outcome = settle(&s).await;
-            debug!(session = ?s.id(), outcome, "termination of the page's script settled");
+        // Settling in the background; the handle is not needed here (the
+        // outcome goes to this unstick's own channel).
+        let _settling = crate::terminate::send_and_settle(&via, move |outcome| {
             tx.send_replace(Some(outcome));
             if let Some(h) = hook {
                 h(-1);
@@ -348,39 +340,4 @@ impl Unstick {
             )
         })
     }
-}
-
-/// Sends `Runtime.terminateExecution` on `s` and waits for it to be done
-/// with: `true` when a script was running and was stopped (acknowledged
-/// within [`ACK_GRACE`], or later with the probe sent after it running to
-/// its value), `false` otherwise (the probe took it, or it failed).
-async fn settle(s: &Session) -> bool {
-    let (ack_tx, mut ack) = watch::channel(None::<bool>);
-    let term = s.clone();
-    tokio::spawn(async move {
-        let r = term
-            .call("Runtime.terminateExecution", json!({}), SETTLE_BOUND)
-            .await;
-        if let Err(e) = &r {
-            debug!(error = %e, "Runtime.terminateExecution");
-        }
-        ack_tx.send_replace(Some(r.is_ok()));
-    });
-    if let Ok(r) = tokio::time::timeout(ACK_GRACE, ack.wait_for(Option::is_some)).await {
-        return r.map(|v| *v == Some(true)).unwrap_or(false);
-    }
-    // Nothing was running when it came: a trivial evaluate takes it.
-    let probe = s
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": "0 // tabwarden takes a pending termination", "returnByValue": true}),
-            SETTLE_BOUND,
-        )
-        .await;
-    let _ = tokio::time::timeout(SETTLE_BOUND, ack.wait_for(Option::is_some)).await;
-    // A probe that ran to its value did not take the termination: a
-    // script was running (its interrupt was only slow) and was stopped.
-    let ran = matches!(&probe, Ok(v) if v.get("exceptionDetails").is_none());
-    debug!(ran, "probe after an unacknowledged termination");
-    ran && *ack.borrow() == Some(true)
 }

@@ -153,7 +153,6 @@ const PAGE_ENABLE: &str = "Page.enable";
 const RUNTIME_EVALUATE: &str = "Runtime.evaluate";
 const RUNTIME_CALL_FUNCTION_ON: &str = "Runtime.callFunctionOn";
 const RUNTIME_COMPILE_SCRIPT: &str = "Runtime.compileScript";
-const RUNTIME_TERMINATE_EXECUTION: &str = "Runtime.terminateExecution";
 const RUNTIME_RELEASE_OBJECT: &str = "Runtime.releaseObject";
 const DOM_RESOLVE_NODE: &str = "DOM.resolveNode";
 const PAGE_GET_FRAME_TREE: &str = "Page.getFrameTree";
@@ -997,18 +996,8 @@ impl Engine {
         let mut terminated = false;
         if was_sent {
             bump(&self.inner.m.terminations);
-            let (ack_tx, ack) = watch::channel(None);
-            let s = warm.session.clone();
-            // Not chained on: the acknowledgement may come late (C17).
-            tokio::spawn(async move {
-                let r = s
-                    .call(RUNTIME_TERMINATE_EXECUTION, json!({}), CLEANUP_BUDGET)
-                    .await;
-                if let Err(e) = &r {
-                    debug!(error = %e, "Runtime.terminateExecution");
-                }
-                ack_tx.send_replace(Some(r.is_ok()));
-            });
+            // Not chained on: the acknowledgement may come late.
+            let ack = crate::terminate::send(&warm.session, CLEANUP_BUDGET);
             let ended = tokio::time::timeout(grace, work).await;
             self.settle(warm, ended.is_ok(), ack);
             match ended {
@@ -1138,6 +1127,39 @@ impl Engine {
         if let Err(e) = warm.session.detach(CLEANUP_BUDGET).await {
             debug!(error = %e, "Target.detachFromTarget");
         }
+    }
+
+    /// Sends `Runtime.terminateExecution` for `session`'s target and settles
+    /// it in the background, holding this engine's new evaluates until it is
+    /// settled, so that it never ends one of them (a termination sent while
+    /// no script runs ends the next script of that process, on any session;
+    /// see [`crate::terminate`]). The session used is the one the terminate
+    /// route ([`Engine::set_terminate_route`]) names for the target, else
+    /// `session` itself; a route that names none (a dialog holds the page)
+    /// sends nothing, and the handle reports nothing stopped.
+    ///
+    /// For the clean-up of an action whose page script kept running past
+    /// the action's budget (a spinning click handler, a hung `onload`).
+    pub fn terminate(&self, session: &Session) -> crate::Termination {
+        let route = lock(&self.inner.terminate_route).clone();
+        let via = match (route, session.target_id()) {
+            (Some(route), Some(t)) => route(t).filter(|s| s.closed_reason().is_none()),
+            _ => Some(session.clone()),
+        };
+        let Some(via) = via else {
+            debug!("no terminate route for the target; nothing sent");
+            return crate::Termination::not_sent();
+        };
+        bump(&self.inner.m.terminations);
+        let hook = self.absorb_hook();
+        hook(1);
+        crate::terminate::send_and_settle(&via, move |_| hook(-1))
+    }
+
+    /// The hook that holds this engine's new evaluates while a termination
+    /// settles (+1 when sent, -1 when settled).
+    pub(crate) fn absorb_hook(&self) -> crate::busy::SettleHook {
+        self.inner.absorb_hook.clone()
     }
 
     /// Waits (under the budget) until no stray termination may be pending.

@@ -1,12 +1,18 @@
 //! # evaluate
 //!
-//! Deadline-bounded JavaScript evaluation over CDP (issue 5) and AX-tree refs
-//! mapped to backend nodes (issue 6).
+//! Deadline-bounded JavaScript evaluation over CDP and AX-tree refs mapped
+//! to backend nodes.
 //!
-//! Module layout, so two people can work side by side:
-//! - `engine` (and any `engine_*` files): budgeted evaluate (issue 5);
-//! - `refs` (and any `refs/*` files): the AX snapshot, refs, element actions (issue 6);
-//! - `error`: the crate's one error enum, shared by both.
+//! Module layout:
+//! - `engine` (and `engine_*` files): budgeted evaluate;
+//! - `refs` (and `refs/*` files): the AX snapshot, refs, element actions;
+//!   they use the engine only through its public API;
+//! - [`terminate`]: the one place `Runtime.terminateExecution` is sent and
+//!   settled; callers outside this crate go through [`Engine::terminate`];
+//! - [`facts`]: [`PageFacts`], the seam through which a caller that tracks
+//!   the page's frames (a supervisor) answers what the refs would otherwise
+//!   ask Chromium on every action;
+//! - `error`: the crate's one error enum, shared by all.
 //!
 //! ## Budgeted evaluate
 //!
@@ -50,7 +56,9 @@ mod busy;
 pub mod engine;
 mod engine_js;
 pub mod error;
+pub mod facts;
 pub mod refs;
+pub mod terminate;
 
 pub use busy::{TerminateRoute, BUSY_AFTER_MAX};
 pub use cdp_transport::Budget;
@@ -58,3 +66,5 @@ pub use engine::{
     Engine, EngineConfig, EngineMetrics, EvalOutcome, EvalRequest, EvalTarget, SourceForm,
 };
 pub use error::{DialogInfo, Error, Result, TimeoutKind};
+pub use facts::PageFacts;
+pub use terminate::Termination;

@@ -20,15 +20,8 @@ fn ok_value(v: Value) -> Value {
     json!({"result": {"type": "object", "value": {"$tw": "ok", "value": v, "truncated": false}}})
 }
 
-/// A mock browser with one page target `PAGE`: attaches get `S1`, `S2`, …;
 /// `Runtime.enable` announces the main-world context `1` of frame `PAGE`.
-async fn setup(config: EngineConfig) -> (MockServer, Engine) {
-    let mock = MockServer::start().await;
-    let n = Arc::new(AtomicU64::new(0));
-    mock.on_fn("Target.attachToTarget", move |_| {
-        let k = n.fetch_add(1, Ordering::SeqCst) + 1;
-        Some(Action::Reply(json!({"sessionId": format!("S{k}")})))
-    });
+fn announce_context_on_enable(mock: &MockServer) {
     mock.on_fn("Runtime.enable", |req| {
         Some(Action::EventsThenReply(
             vec![(
@@ -39,11 +32,13 @@ async fn setup(config: EngineConfig) -> (MockServer, Engine) {
             json!({}),
         ))
     });
-    mock.on("Runtime.evaluate", ok_value(json!(5)));
-    let conn = Connection::connect(&mock.ws_url(), ConnectOptions::default())
-        .await
-        .expect("connect");
-    (mock, Engine::new(conn, TargetId::new("PAGE"), config))
+}
+
+/// A mock browser with one page target `PAGE`: attaches get `S1`, `S2`, …;
+/// `Runtime.enable` announces the main-world context `1` of frame `PAGE`.
+async fn setup(config: EngineConfig) -> (MockServer, Engine) {
+    let (mock, engine, _conn) = setup_with_conn(config).await;
+    (mock, engine)
 }
 
 /// The engine's idle probe (a trivial evaluate it sends while a script's
@@ -63,6 +58,15 @@ fn busy_script(mock: &MockServer) {
     mock.once("Runtime.evaluate", Action::Never);
 }
 
+/// A first evaluate, so that the engine's session is attached and warm.
+async fn warm(engine: &Engine) {
+    let out = engine
+        .evaluate(EvalRequest::new("1"), &budget(2000))
+        .await
+        .expect("warm");
+    assert_eq!(out.value, json!(5));
+}
+
 fn budget(ms: u64) -> Budget {
     Budget::new(Duration::from_millis(ms))
 }
@@ -78,14 +82,7 @@ fn position(mock: &MockServer, method: &str, session: Option<&str>) -> Option<us
 #[tokio::test]
 async fn a_termination_that_does_not_take_detaches_that_session_only_and_reattaches_at_once() {
     let (mock, engine) = setup(EngineConfig::default()).await;
-    assert_eq!(
-        engine
-            .evaluate(EvalRequest::new("1"), &budget(2000))
-            .await
-            .expect("warm")
-            .value,
-        json!(5)
-    );
+    warm(&engine).await;
     busy_script(&mock);
 
     let t0 = std::time::Instant::now();
@@ -1064,20 +1061,74 @@ async fn setup_with_conn(config: EngineConfig) -> (MockServer, Engine, Connectio
         let k = n.fetch_add(1, Ordering::SeqCst) + 1;
         Some(Action::Reply(json!({"sessionId": format!("S{k}")})))
     });
-    mock.on_fn("Runtime.enable", |req| {
-        Some(Action::EventsThenReply(
-            vec![(
-                "Runtime.executionContextCreated".into(),
-                context(1),
-                req.session_id.clone(),
-            )],
-            json!({}),
-        ))
-    });
+    announce_context_on_enable(&mock);
     mock.on("Runtime.evaluate", ok_value(json!(5)));
     let conn = Connection::connect(&mock.ws_url(), ConnectOptions::default())
         .await
         .expect("connect");
     let engine = Engine::new(conn.clone(), TargetId::new("PAGE"), config);
     (mock, engine, conn)
+}
+
+/// "Execution was terminated", as V8 answers a call it ended.
+fn terminated_reply() -> Value {
+    json!({"result": {"type": "object"}, "exceptionDetails": {"exceptionId": 9, "text": "Uncaught",
+        "exception": {"type": "object", "description": "Execution was terminated"}}})
+}
+
+/// `Engine::terminate` (a clean-up termination sent for an action of the
+/// caller's, on another session of the same page) against a renderer
+/// modelled as V8 behaves: a termination that finds no script running is
+/// not answered and ends the next script of the process, on any session.
+/// The engine's next evaluate waits until a probe has taken it, so the
+/// user's script is never the one terminated; the handle says nothing was
+/// stopped.
+#[tokio::test]
+async fn a_termination_for_another_session_never_ends_the_next_evaluate() {
+    let (mock, engine, conn) = setup_with_conn(EngineConfig::default()).await;
+    // The renderer: one pending termination at most, taken by the next call.
+    let pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    mock.on_fn("Runtime.terminateExecution", {
+        let pending = pending.clone();
+        move |_| {
+            pending.store(true, Ordering::SeqCst);
+            Some(Action::Never)
+        }
+    });
+    mock.on_fn("Runtime.evaluate", {
+        let pending = pending.clone();
+        move |_| {
+            Some(Action::Reply(if pending.swap(false, Ordering::SeqCst) {
+                terminated_reply()
+            } else {
+                ok_value(json!(5))
+            }))
+        }
+    });
+    warm(&engine).await;
+    // The page's own session (the supervisor's, in a full stack).
+    let page = conn.session(cdp_transport::SessionId::new("PAGE-SESSION"));
+    let term = engine.terminate(&page);
+    let out = engine
+        .evaluate(EvalRequest::new("2"), &budget(5000))
+        .await
+        .expect("the evaluate after the termination runs to its value");
+    assert_eq!(out.value, json!(5));
+    assert!(!term.acknowledged(Duration::ZERO).await);
+    assert_eq!(
+        term.settled(T).await,
+        Some(false),
+        "settled, nothing stopped"
+    );
+    // Order on the wire: the termination, the probe that took it (on the
+    // session it went to), then the user's script on the engine's session.
+    let evals = mock.received_method("Runtime.evaluate");
+    let probe = evals
+        .iter()
+        .position(|r| r.session_id.as_deref() == Some("PAGE-SESSION"))
+        .expect("a probe on the page session");
+    let user = evals.len() - 1;
+    assert!(probe < user, "{evals:#?}");
+    assert_eq!(evals[user].session_id.as_deref(), Some("S1"));
+    assert_eq!(engine.metrics().terminations, 1);
 }

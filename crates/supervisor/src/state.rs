@@ -6,7 +6,9 @@ use crate::config::{BridgeMode, DialogPolicy};
 use crate::gate::GateLink;
 use crate::view::*;
 use bridge_script::{Bridge, DialogRequest, Paused, MAX_PENDING_DIALOGS};
-use cdp_transport::{Connection, Event, ExecutionContextId, FrameId, Session, SessionId, TargetId};
+use cdp_transport::{
+    Connection, Event, ExecutionContextId, FrameId, LoaderId, Session, SessionId, TargetId,
+};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -51,6 +53,10 @@ struct Frame {
     root: SessionId,
     oopif_session: Option<SessionId>,
     depth: u8,
+    /// `loaderId` of the frame's current document, as last reported by the
+    /// session that owns the frame (`Page.frameNavigated`, or the frame
+    /// tree); `None` before its first commit.
+    loader: Option<LoaderId>,
 }
 
 #[derive(Debug, Clone)]
@@ -649,7 +655,13 @@ impl State {
                         root: parent.root.clone(),
                         oopif_session: None,
                         depth,
+                        loader: None,
                     });
+                    if f.owner != sid {
+                        // The parent's process no longer shows this frame's
+                        // document; its own session reports the loader.
+                        f.loader = None;
+                    }
                     f.owner = sid.clone();
                     f.oopif_session = Some(sid.clone());
                     f.depth = depth;
@@ -756,16 +768,20 @@ impl State {
             root: owner.root.clone(),
             oopif_session: None,
             depth: owner.depth,
+            loader: None,
         });
         if parent.is_some() {
             e.parent = parent;
         }
         // A frame that is an OOPIF is owned by its own session; the parent's reports don't take it back.
         if e.oopif_session.is_none() {
-            e.owner = owner_sid;
+            e.owner = owner_sid.clone();
             e.depth = owner.depth;
         }
         if let Some(f) = f {
+            if e.owner.as_str() == owner_sid.as_str() {
+                e.loader = f.get("loaderId").and_then(Value::as_str).map(LoaderId::new);
+            }
             e.url = format!("{}{}", str_of(f, "url"), str_of(f, "urlFragment"));
             e.origin = str_of(f, "securityOrigin");
             e.name = f
@@ -819,7 +835,7 @@ impl State {
                 || self
                     .frames
                     .get(&id)
-                    .is_some_and(|x| x.url.is_empty() || x.origin.is_empty())
+                    .is_some_and(|x| x.url.is_empty() || x.origin.is_empty() || x.loader.is_none())
             {
                 let parent = f.get("parentId").and_then(Value::as_str).map(FrameId::new);
                 self.upsert_frame(&id, parent, &info, Some(f));
@@ -1046,6 +1062,12 @@ impl State {
             parent: f.parent.clone(),
             ctx,
         })
+    }
+
+    /// The loader of `id`'s current document, when the frame is known and
+    /// has committed one.
+    pub fn frame_loader(&self, id: &FrameId) -> Option<LoaderId> {
+        self.frames.get(id).and_then(|f| f.loader.clone())
     }
 
     pub fn view(&self) -> SupervisorView {

@@ -144,12 +144,14 @@ impl Tab {
         // supervisor's sessions: bound in the renderer before any script
         // ran, they reach it where a session attached later cannot.
         let route = terminate_route(sup);
+        let engine = Engine::new(conn.clone(), target_id.clone(), engine_config.clone());
+        engine.set_terminate_route(route.clone());
         let ax = AxSnapshotter::attach(&conn, target_id, budget.clone())
             .await
             .map_err(|e| map_eval(&e, "attaching the snapshotter"))?
-            .with_terminate_route(route.clone());
-        let engine = Engine::new(conn, target_id.clone(), engine_config.clone());
-        engine.set_terminate_route(route);
+            .with_terminate_route(route)
+            .with_engine(&engine)
+            .with_facts(Arc::new(SupervisorFacts(sup.clone())));
         Ok(Parts {
             engine,
             ax,
@@ -234,11 +236,14 @@ impl Tab {
         self.gate(tool)
     }
 
-    /// Makes the tab the browser's front tab (`Page.bringToFront`) before
-    /// real input events: Chromium delivers a mouse or key event to a
-    /// background tab only after ~5 s (measured on Chromium 156 with two
-    /// tabs, no dialog involved), so a click in a tab that another client
-    /// (or `browser_tabs new`) put behind would be 5 s late. At most
+    /// Makes the tab the front tab of its window (`Page.bringToFront`)
+    /// before real input events and screenshots: Chromium renders only the
+    /// front tab of a window; a tab behind it is `hidden`, delivers a mouse
+    /// or key event only after ~5 s and produces no frame for
+    /// `Page.captureScreenshot` (measured on Chromium 156 with two tabs in
+    /// one window, no dialog involved). Tabs the supervisor opens have a
+    /// window of their own (`newWindow`) and stay visible; popups and tabs
+    /// of a browser given by URL may share one. At most
     /// [`FRONT_BUDGET`] of `budget`; a failure is logged and the action
     /// goes ahead (it reports its own error).
     ///
@@ -916,6 +921,16 @@ pub(crate) fn map_supervisor(e: &supervisor::Error, what: &str) -> ToolError {
             }
             _ => ToolError::internal(format!("{what}: {e}")),
         },
+    }
+}
+
+/// The supervisor's frame state, as the facts the refs check on each
+/// action (a frame's current loader), with no CDP call.
+struct SupervisorFacts(Supervisor);
+
+impl evaluate::PageFacts for SupervisorFacts {
+    fn loader_of(&self, frame: &FrameId) -> Option<cdp_transport::LoaderId> {
+        self.0.frame_loader(frame)
     }
 }
 

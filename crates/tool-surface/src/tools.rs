@@ -158,32 +158,11 @@ const DIALOG_BUDGET: Duration = Duration::from_secs(10);
 const TABS_BUDGET: Duration = Duration::from_secs(15);
 /// Budget of [`Tools::connect`].
 const CONNECT_BUDGET: Duration = Duration::from_secs(20);
-/// After a click/type/key call ran out of its budget because the page's
-/// script kept running: the bound on `Runtime.terminateExecution` (the
-/// call's own budget is spent by then; the engine uses the same rule for its
-/// clean-up).
-const TERMINATE_BUDGET: Duration = Duration::from_secs(2);
 /// Longest a timed-out ref action or navigation waits for its clean-up
 /// (`Runtime.terminateExecution`, `Page.stopLoading`) to be acknowledged
 /// before it returns; the request keeps going in the background. The wait
 /// comes after the budget, so it is scaled to it: [`cleanup_grace`].
 const TERMINATE_GRACE: Duration = Duration::from_millis(600);
-
-/// Sends `Runtime.terminateExecution` on `session` in the background, under
-/// its own bound ([`TERMINATE_BUDGET`]: the call's budget is spent by then);
-/// the task's result says whether it was acknowledged.
-fn spawn_terminate(session: cdp_transport::Session) -> tokio::task::JoinHandle<bool> {
-    tokio::spawn(async move {
-        session
-            .call(
-                "Runtime.terminateExecution",
-                json!({}),
-                Budget::new(TERMINATE_BUDGET),
-            )
-            .await
-            .is_ok()
-    })
-}
 
 /// The clean-up wait after a budget of `budget.total()` ran out: a twentieth
 /// of it, between 25 ms and [`TERMINATE_GRACE`]. A call thus returns within
@@ -993,11 +972,11 @@ impl Tools {
                         return Ok(opened(d));
                     }
                 }
-                let term = spawn_terminate(tab.sup.page_session());
+                let term = tab.engine().terminate(&tab.sup.page_session());
                 let after = probe
                     .wait_until(tokio::time::Instant::now() + cleanup_grace(budget))
                     .await;
-                let acked = term.is_finished() && matches!(term.await, Ok(true));
+                let acked = term.acknowledged(Duration::ZERO).await;
                 let freed = matches!(
                     after,
                     Some(Ok(_)) | Some(Err(cdp_transport::Error::Protocol { .. }))
@@ -1212,11 +1191,13 @@ impl Tools {
             .unwrap_or_else(|| tab.ax().page_session().clone());
         // The answer is waited for only a short grace, so a stalled browser
         // does not stretch the call far past its timeout_ms.
-        let term = spawn_terminate(session);
-        let terminated = matches!(
-            tokio::time::timeout(cleanup_grace(budget), term).await,
-            Ok(Ok(true))
-        );
+        // Through the engine: the next evaluate waits until this
+        // termination can no longer end it.
+        let terminated = tab
+            .engine()
+            .terminate(&session)
+            .acknowledged(cleanup_grace(budget))
+            .await;
         // What is known: nothing answered within the budget; not whether the
         // page was busy or the connection stalled. An acknowledged
         // termination shows that the browser answers.
@@ -1704,6 +1685,11 @@ impl Tools {
         let budget = budget_of(req.timeout_ms)?;
         let tab = self.tab();
         tab.ready("browser_screenshot", &budget).await?;
+        // A tab behind another one in its window is hidden and produces no
+        // frames: `Page.captureScreenshot` would wait for one until the
+        // budget ends. Tabs opened here have a window of their own; a popup
+        // or a tab of a browser given by URL may not.
+        tab.to_front(&budget).await;
         let page = tab.sup.page_session();
         let (fmt, mime) = match req.format {
             ImageFormat::Png => ("png", "image/png"),

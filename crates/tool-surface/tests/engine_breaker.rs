@@ -374,3 +374,70 @@ async fn type_selects_options_refuses_what_takes_no_text_and_types_into_fields()
     })
     .await;
 }
+
+/// A page whose buttons' click handlers keep the renderer busy: `Forever`
+/// never returns, `Longer` spins `window.spinMs` (around the click's
+/// 150 ms budget, then ends on its own: the clean-up termination then
+/// arrives just before or just after the handler returned, and in the
+/// second case finds nothing running).
+const SPIN_PAGE: &str = "<!doctype html><title>SP</title>\
+<button onclick=\"while (true) {}\">Forever</button>\
+<button onclick=\"const t = Date.now(); while (Date.now() - t < (window.spinMs || 150)) {}\">Longer</button>";
+
+/// A click whose handler spins past the click's budget is cleaned up with
+/// `Runtime.terminateExecution`; that termination must never end the
+/// evaluate the agent sends at once afterwards (a termination that finds
+/// nothing running ends the next script of the process, on any session).
+/// 100 alternations of spinning click / immediate evaluate, both kinds of
+/// handler: every evaluate returns its value (a click whose handler ended
+/// within its budget may be `done`; any other ends as `timeout`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluate_right_after_a_spinning_click_is_never_the_script_terminated() {
+    let _serial = SERIAL.lock().await;
+    let body = async {
+        let fx = FixtureServer::start().await;
+        fx.page("/spin.html", SPIN_PAGE);
+        let t = tools().await;
+        navigate(&t, &fx.url("127.0.0.1", "/spin.html")).await;
+        let (snap, _) = call(&t, "browser_snapshot", json!({})).await;
+        let forever = ref_of(&snap, "Forever");
+        let longer = ref_of(&snap, "Longer");
+        let mut worst = Duration::ZERO;
+        for i in 0..100u32 {
+            let r = if i % 2 == 0 { &forever } else { &longer };
+            let (c, _) = call(&t, "browser_click", json!({"ref": r, "timeout_ms": 150})).await;
+            let done_in_time = r == &longer && c["status"] == "done";
+            assert!(
+                code(&c) == "timeout" || done_in_time,
+                "click {i} on {r}: {c:#}"
+            );
+            // The next `Longer` spins 120 … 219 ms.
+            let next = 120 + (i * 37) % 100;
+            let (v, took) = call(
+                &t,
+                "browser_evaluate",
+                eval_args(
+                    &format!("window.spinMs = {next}, document.title + {i}"),
+                    5000,
+                ),
+            )
+            .await;
+            assert_eq!(
+                v["value"],
+                json!(format!("SP{i}")),
+                "evaluate right after spinning click {i}: {v:#}"
+            );
+            worst = worst.max(took);
+        }
+        println!(
+            "slowest evaluate after a spinning click: {} ms",
+            worst.as_millis()
+        );
+    };
+    if tokio::time::timeout(Duration::from_secs(240), body)
+        .await
+        .is_err()
+    {
+        panic!("spinning clicks: the test hung for 240 s");
+    }
+}

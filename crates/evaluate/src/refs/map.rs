@@ -103,11 +103,23 @@ pub struct ClickPoint {
 }
 
 /// Refs of one snapshot, by id. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RefMap {
     page: Session,
     entries: Arc<Vec<RefEntry>>,
     index: Arc<HashMap<String, usize>>,
+    /// Where a frame's current loader is known without a CDP call.
+    facts: Option<Arc<dyn crate::PageFacts>>,
+}
+
+impl std::fmt::Debug for RefMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefMap")
+            .field("page", &self.page)
+            .field("entries", &self.entries)
+            .field("facts", &self.facts.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 const OBJECT_GROUP: &str = "tabwarden-refs";
@@ -123,18 +135,26 @@ impl RefMap {
             page,
             entries: Arc::new(entries),
             index: Arc::new(index),
+            facts: None,
         }
     }
 
     pub(crate) fn retain(&self, keep: impl Fn(&str) -> bool) -> Self {
-        Self::new(
+        let mut kept = Self::new(
             self.page.clone(),
             self.entries
                 .iter()
                 .filter(|e| keep(&e.ref_id))
                 .cloned()
                 .collect(),
-        )
+        );
+        kept.facts = self.facts.clone();
+        kept
+    }
+
+    /// Uses `facts` for the loader check of [`RefMap::resolve`].
+    pub(crate) fn set_facts(&mut self, facts: Option<Arc<dyn crate::PageFacts>>) {
+        self.facts = facts;
     }
 
     /// The entry for `ref_id`, if this map has it.
@@ -167,8 +187,9 @@ impl RefMap {
     /// Resolves `ref_id` to a live node in the ref's current document.
     ///
     /// Checks, in order: the ref exists ([`Error::UnknownRef`]); its session
-    /// is alive and its frame still has the snapshot's loader
-    /// (`Page.getFrameTree`; else [`Error::StaleRef`]); the node resolves
+    /// is alive and its frame still has the snapshot's loader (from the
+    /// [`crate::PageFacts`] the snapshotter was given, else
+    /// `Page.getFrameTree`; else [`Error::StaleRef`]); the node resolves
     /// (`DOM.resolveNode`) and `isConnected` is true; `Accessibility.getPartialAXTree`
     /// of the node still gives the ref's role (else `StaleRef`; the name may
     /// change, e.g. a toggle's label after a click). A
@@ -193,9 +214,13 @@ impl RefMap {
                 e.frame_id
             )));
         }
-        let now = match current_loader(s, &e.frame_id, &budget).await {
-            Ok(l) => l,
-            Err(err) => return Err(map_gone(e, err)),
+        let known = self.facts.as_ref().and_then(|f| f.loader_of(&e.frame_id));
+        let now = match known {
+            Some(l) => Some(l),
+            None => match current_loader(s, &e.frame_id, &budget).await {
+                Ok(l) => l,
+                Err(err) => return Err(map_gone(e, err)),
+            },
         };
         match (&now, &e.loader_id) {
             (None, _) => return Err(e.stale(format!("frame {} is gone", e.frame_id))),

@@ -3,8 +3,9 @@
 use super::map::{RefEntry, RefMap};
 use super::render::{self, JsonNode, RenderOptions};
 use super::tree::{self, FrameAx, SnapshotNode, IFRAME_ROLE};
-use crate::busy::{Unstick, ACK_GRACE, BUSY_AFTER_MAX};
+use crate::busy::{Unstick, BUSY_AFTER_MAX};
 use crate::error::{Error, Result};
+use crate::terminate::ACK_GRACE;
 use cdp_transport::{Budget, Connection, FrameId, LoaderId, Session, SessionId, TargetId};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -179,6 +180,10 @@ pub struct AxSnapshotter {
     attached_page: bool,
     oopifs: Arc<Mutex<HashMap<TargetId, Session>>>,
     route: Option<crate::TerminateRoute>,
+    /// Holds an engine's evaluates while a termination sent here settles.
+    hold: Option<crate::busy::SettleHook>,
+    /// Given to the ref maps of this snapshotter's snapshots.
+    facts: Option<Arc<dyn crate::PageFacts>>,
 }
 
 impl std::fmt::Debug for AxSnapshotter {
@@ -225,6 +230,8 @@ impl AxSnapshotter {
             attached_page: true,
             oopifs: Arc::default(),
             route: None,
+            hold: None,
+            facts: None,
         })
     }
 
@@ -236,6 +243,23 @@ impl AxSnapshotter {
         self
     }
 
+    /// A termination this snapshotter sends (a frame's renderer busy with
+    /// its page's script) holds `engine`'s new evaluates until it is
+    /// settled, as the engine's own do ([`crate::Engine::terminate`]): a
+    /// termination that finds nothing running ends the next script of that
+    /// process, which must not be the user's.
+    pub fn with_engine(mut self, engine: &crate::Engine) -> Self {
+        self.hold = Some(engine.absorb_hook());
+        self
+    }
+
+    /// Frame facts the refs of this snapshotter's snapshots use instead of
+    /// asking Chromium on each action (see [`crate::PageFacts`]).
+    pub fn with_facts(mut self, facts: Arc<dyn crate::PageFacts>) -> Self {
+        self.facts = Some(facts);
+        self
+    }
+
     /// Uses the caller's page session (not detached by [`AxSnapshotter::close`]).
     pub fn from_session(page: Session) -> Self {
         Self {
@@ -244,6 +268,8 @@ impl AxSnapshotter {
             attached_page: false,
             oopifs: Arc::default(),
             route: None,
+            hold: None,
+            facts: None,
         }
     }
 
@@ -312,7 +338,12 @@ impl AxSnapshotter {
         let start = Instant::now();
         // A renderer that does not answer is busy with its page's own
         // script: terminate it on that frame's session (see `busy`).
-        let unstick = Unstick::new(&budget, BUSY_AFTER_MAX, None, self.route.clone());
+        let unstick = Unstick::new(
+            &budget,
+            BUSY_AFTER_MAX,
+            self.hold.clone(),
+            self.route.clone(),
+        );
         // Child frames end a little before the main frame, so a frame
         // whose renderer stays stuck is skipped with a note and the rest
         // of the page is still returned.
@@ -419,8 +450,9 @@ impl AxSnapshotter {
             notes.extend(unstick.note());
         }
         // Iframe maps were filled as children were fetched.
-        let snapshot =
+        let mut snapshot =
             Snapshot::from_parts(self.page.clone(), frames, &axes, notes, start.elapsed());
+        snapshot.refs.set_facts(self.facts.clone());
         drop_later(axes);
         Ok(snapshot)
     }

@@ -1,0 +1,157 @@
+//! `Runtime.terminateExecution`: the one module that sends it.
+//!
+//! What Chromium does with it (measured on Chromium 156):
+//!
+//! - It is a V8 interrupt for the whole renderer process (the isolate),
+//!   whatever session carries it: it ends the script running now on that
+//!   process, from any session, page or engine.
+//! - The reply (the *acknowledgement*) comes once the terminated call has
+//!   unwound. Sent while no script runs, it is neither answered nor
+//!   dropped: it stays pending in V8 and ends the **next** script of that
+//!   process (an evaluate of ours sent a moment later, on any session).
+//! - It reaches a busy renderer only on a session the renderer bound before
+//!   it got busy (a session attached while a script spins queues even this
+//!   command behind that script).
+//!
+//! So every termination is *settled*: its acknowledgement is awaited for
+//! 250 ms; without one, a trivial `Runtime.evaluate` on the same
+//! session takes the pending termination. Only once settled may the next
+//! script of that process run. [`Termination`] is the handle callers get:
+//! whether the termination was acknowledged (a running script was
+//! stopped) and when it is settled. [`crate::Engine::terminate`] holds the
+//! engine's new evaluates until its terminations are settled.
+
+use cdp_transport::Session;
+use serde_json::json;
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::debug;
+
+/// How long the acknowledgement of a termination is awaited before a probe
+/// evaluate is sent to take a termination that found nothing running.
+pub(crate) const ACK_GRACE: Duration = Duration::from_millis(250);
+
+/// Bound of each step of the background settling of one termination (the
+/// termination call itself, the probe, the wait for a late acknowledgement).
+pub(crate) const SETTLE_BOUND: Duration = Duration::from_secs(2);
+
+/// The acknowledgement of one termination: `None` while unanswered,
+/// `Some(true)` acknowledged, `Some(false)` failed (session gone, bound).
+pub(crate) type Ack = watch::Receiver<Option<bool>>;
+
+/// Sends `Runtime.terminateExecution` on `session` in the background, under
+/// `bound`; the returned receiver turns `Some` when it is answered or fails.
+/// The send is not chained on: the acknowledgement may come late.
+pub(crate) fn send(session: &Session, bound: Duration) -> Ack {
+    let (tx, rx) = watch::channel(None);
+    let s = session.clone();
+    tokio::spawn(async move {
+        let r = s.call("Runtime.terminateExecution", json!({}), bound).await;
+        if let Err(e) = &r {
+            debug!(error = %e, "Runtime.terminateExecution");
+        }
+        tx.send_replace(Some(r.is_ok()));
+    });
+    rx
+}
+
+/// A trivial evaluate that takes a termination left pending on `session`'s
+/// process. `Ok(true)`: it ran to its value (so it took none); `Ok(false)`:
+/// it was terminated or threw.
+pub(crate) async fn probe(
+    session: &Session,
+    bound: Duration,
+) -> std::result::Result<bool, cdp_transport::Error> {
+    session
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "0 // tabwarden takes a pending termination", "returnByValue": true}),
+            bound,
+        )
+        .await
+        .map(|r| r.get("exceptionDetails").is_none())
+}
+
+/// Waits until the termination whose acknowledgement is `ack` (sent on `s`)
+/// is done with: `true` when a script was running and was stopped
+/// (acknowledged within [`ACK_GRACE`], or later with the probe sent after
+/// it running to its value), `false` otherwise (the probe took it, or it
+/// failed).
+pub(crate) async fn settle(s: &Session, mut ack: Ack) -> bool {
+    if let Ok(r) = tokio::time::timeout(ACK_GRACE, ack.wait_for(Option::is_some)).await {
+        return r.map(|v| *v == Some(true)).unwrap_or(false);
+    }
+    // Nothing was running when it came: a trivial evaluate takes it.
+    let ran = probe(s, SETTLE_BOUND).await;
+    let _ = tokio::time::timeout(SETTLE_BOUND, ack.wait_for(Option::is_some)).await;
+    // A probe that ran to its value did not take the termination: a
+    // script was running (its interrupt was only slow) and was stopped.
+    debug!(?ran, "probe after an unacknowledged termination");
+    matches!(ran, Ok(true)) && *ack.borrow() == Some(true)
+}
+
+/// Sends a termination on `s` and settles it in the background; `done` is
+/// called once settled (with whether a running script was stopped).
+pub(crate) fn send_and_settle(
+    s: &Session,
+    done: impl FnOnce(bool) + Send + 'static,
+) -> Termination {
+    let ack = send(s, SETTLE_BOUND);
+    let (tx, settled) = watch::channel(None);
+    let s = s.clone();
+    let for_settle = ack.clone();
+    tokio::spawn(async move {
+        let stopped = settle(&s, for_settle).await;
+        debug!(session = ?s.id(), stopped, "termination settled");
+        tx.send_replace(Some(stopped));
+        done(stopped);
+    });
+    Termination { ack, settled }
+}
+
+/// One `Runtime.terminateExecution`, sent and settling in the background
+/// ([`crate::Engine::terminate`]). Dropping the handle does not stop the
+/// settling.
+#[derive(Debug, Clone)]
+pub struct Termination {
+    ack: Ack,
+    settled: watch::Receiver<Option<bool>>,
+}
+
+impl Termination {
+    /// A termination that was not sent (nothing to stop, or no session on
+    /// which it could reach the renderer): never acknowledged, settled.
+    pub(crate) fn not_sent() -> Self {
+        Self {
+            ack: watch::channel(Some(false)).1,
+            settled: watch::channel(Some(false)).1,
+        }
+    }
+
+    /// True when the browser acknowledged the termination within `within`
+    /// (from now): a script was running on that process and was stopped.
+    /// `Duration::ZERO` asks about now without waiting.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn acknowledged(&self, within: Duration) -> bool {
+        let mut ack = self.ack.clone();
+        let _ = tokio::time::timeout(within, ack.wait_for(Option::is_some)).await;
+        let acked = *ack.borrow() == Some(true);
+        acked
+    }
+
+    /// Waits at most `within` for the termination to be settled (no longer
+    /// able to end a later script). `Some(true)`: settled, and a running
+    /// script was stopped; `Some(false)`: settled, none was confirmed
+    /// stopped; `None`: still settling.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn settled(&self, within: Duration) -> Option<bool> {
+        let mut rx = self.settled.clone();
+        let _ = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
+        let v = *rx.borrow();
+        v
+    }
+}
