@@ -1,6 +1,7 @@
 //! One deadline end to end: [`Budget`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Smallest `timeout_ms` accepted at a boundary.
@@ -17,7 +18,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 20_000;
 /// Cloning shares the deadline and the token. [`Budget::child`] makes a
 /// budget that ends no later than its parent and is cancelled with it.
 ///
-/// Source: seed 004 ("one deadline end to end").
+/// Time is [`tokio::time::Instant`]: outside a runtime, or in one whose
+/// clock is not paused, the same as `std::time::Instant`; under a paused
+/// test clock (`tokio::time::pause`) a budget runs out when the test clock
+/// says so, so timing logic can be tested without waiting.
 #[derive(Clone, Debug)]
 pub struct Budget {
     start: Instant,
@@ -91,7 +95,7 @@ impl Budget {
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
-    /// Absolute deadline.
+    /// Absolute deadline (`tokio::time::sleep_until` takes it as it is).
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -130,5 +134,46 @@ impl From<Duration> for Budget {
 impl From<&Budget> for Budget {
     fn from(b: &Budget) -> Self {
         b.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under a paused clock a budget's time is the test clock's: no test
+    /// waits for real to see a deadline pass.
+    #[tokio::test(start_paused = true)]
+    async fn a_budget_runs_on_the_paused_test_clock() {
+        let b = Budget::new(Duration::from_secs(30));
+        let child = b.child(Duration::from_secs(5));
+        assert_eq!(b.remaining(), Duration::from_secs(30));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(child.remaining(), Duration::from_secs(1));
+        assert!(!child.is_expired());
+        // `sleep_until(deadline)` fires when the test clock reaches it.
+        tokio::time::sleep_until(child.deadline()).await;
+        assert!(child.is_expired() && !b.is_expired());
+        assert_eq!(b.elapsed(), Duration::from_secs(5));
+        assert_eq!(b.remaining(), Duration::from_secs(25));
+        // A child never outlives its parent.
+        let late = b.child(Duration::from_secs(60));
+        assert_eq!(late.deadline(), b.deadline());
+    }
+
+    #[test]
+    fn a_budget_works_outside_a_runtime() {
+        let b = Budget::new(Duration::from_millis(50));
+        assert!(b.remaining() <= Duration::from_millis(50));
+        assert!(!b.is_expired());
+        assert_eq!(
+            Budget::from_timeout_ms(Some(0)).map(|b| b.total()),
+            Err(BudgetRangeError {
+                value: 0,
+                min: MIN_TIMEOUT_MS,
+                max: MAX_TIMEOUT_MS,
+                default: DEFAULT_TIMEOUT_MS
+            })
+        );
     }
 }

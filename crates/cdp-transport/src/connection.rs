@@ -783,7 +783,7 @@ impl Connection {
             elapsed,
             budget: budget.total(),
         };
-        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let deadline = budget.deadline();
         tokio::select! {
             biased;
             r = self.h.out_tx.send(text) => {
@@ -1276,6 +1276,7 @@ impl Core {
 ///
 /// # Panics
 /// Never (a panic is what the fuzzer looks for).
+#[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub fn fuzz_decode_envelope(frames: &[&str]) -> std::result::Result<(), String> {
     let endpoint = Endpoint::parse("ws://127.0.0.1:9/devtools/browser/fuzz")

@@ -57,6 +57,7 @@ mod tls;
 
 pub use budget::{Budget, BudgetRangeError, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 #[doc(hidden)]
+#[cfg(feature = "fuzz")]
 pub use connection::fuzz_decode_envelope;
 pub use connection::{
     AttachedTarget, ConnectOptions, Connection, Session, DEFAULT_MAX_MESSAGE_SIZE,

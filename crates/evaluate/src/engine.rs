@@ -816,7 +816,7 @@ impl Engine {
             &unstick,
         );
         let mut work = std::pin::pin!(work);
-        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let deadline = budget.deadline();
         let mut detached = false;
         // An execution context that went away after the script was sent: the
         // error, the context it was about, and when to give it. Until then
@@ -1171,7 +1171,7 @@ impl Engine {
         tokio::select! {
             r = rx.wait_for(|settling| *settling == 0) => { let _ = r; Ok(()) }
             _ = budget.cancel_token().cancelled() => Err(cancelled_setup(budget, start)),
-            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(budget.deadline())) => {
+            _ = tokio::time::sleep_until(budget.deadline()) => {
                 Err(timeout_err(TimeoutKind::Setup, budget, start, false))
             }
         }
@@ -1280,7 +1280,7 @@ impl Engine {
         let _guard = tokio::select! {
             g = self.inner.attach_lock.lock() => g,
             _ = budget.cancel_token().cancelled() => return Err(cancelled_setup(budget, start)),
-            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(budget.deadline())) => {
+            _ = tokio::time::sleep_until(budget.deadline()) => {
                 return Err(timeout_err(TimeoutKind::Setup, budget, start, false));
             }
         };

@@ -348,7 +348,7 @@ impl Supervisor {
     ) -> Result<Arc<SupervisorView>> {
         let budget = budget.into();
         let mut rx = self.changes();
-        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let deadline = budget.deadline();
         loop {
             let v = rx.borrow_and_update().clone();
             if pred(&v) {

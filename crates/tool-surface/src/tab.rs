@@ -274,7 +274,7 @@ impl Tab {
         if !stale(self) {
             return Ok(());
         }
-        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let deadline = budget.deadline();
         let Ok(_guard) = tokio::time::timeout_at(deadline, self.rebuild.lock()).await else {
             return Err(ToolError::timeout(
                 "re-attaching to the tab after a reconnect",

@@ -795,7 +795,7 @@ impl Tools {
         };
         let mut watch = LoadWatch::new(loader);
         let mut probe: Option<Probe> = None;
-        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let deadline = budget.deadline();
         let probe_at = deadline - probe_lead(budget.total());
         let waiting = async {
             loop {
@@ -1538,7 +1538,7 @@ impl Tools {
         mut events: cdp_transport::EventStream,
         budget: &Budget,
     ) -> (Option<String>, Option<String>) {
-        let deadline = tokio::time::Instant::from_std(budget.deadline());
+        let deadline = budget.deadline();
         let mut stopped: Option<tokio::time::Instant> = None;
         loop {
             let grace_end = stopped.map(|t| t + NO_COMMIT_GRACE);
