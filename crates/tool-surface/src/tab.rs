@@ -790,26 +790,56 @@ impl Tab {
     }
 
     /// The supervisor's record of a dialog the engine saw open: the first
-    /// pending one, waiting (within `budget`) for the supervisor to catch up.
+    /// pending one, or, when a policy, the watchdog or the browser already
+    /// closed it, the one of the same kind and message closed since
+    /// `since_ms` (wall clock, ms since the Unix epoch). Both sessions get
+    /// Chromium's `Page.javascriptDialogOpening` over the same socket, but
+    /// the supervisor may record it a moment after the engine ends its
+    /// evaluate, so this waits within `budget`.
+    ///
+    /// # Errors
+    /// `internal` when the supervisor has no record of it within `budget`
+    /// (its event stream is behind or lost; the error names the dialog).
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn dialog_seen_by_engine(
         &self,
         info: &evaluate::DialogInfo,
+        since_ms: u64,
         budget: &Budget,
-    ) -> DialogView {
-        match self.sup.wait_for_dialog(budget.clone()).await {
-            Ok(d) => dialog_view(&d),
-            Err(_) => DialogView {
-                id: String::new(),
-                kind: info.dialog_type.clone(),
-                message: info.message.clone(),
-                default_prompt: info.default_prompt.clone(),
-                frame_id: info.frame_id.as_ref().map(|f| f.as_str().to_string()),
-                url: info.url.clone(),
-                message_truncated: message_at_cap(&info.message),
+    ) -> Result<DialogView, ToolError> {
+        let closed_match = |v: &supervisor::SupervisorView| {
+            v.recent_dialogs
+                .iter()
+                .rev()
+                .find(|c| {
+                    c.closed_at_ms >= since_ms
+                        && c.dialog.kind == info.dialog_type
+                        && c.dialog.message == info.message
+                })
+                .map(|c| dialog_view(&c.dialog))
+        };
+        let seen = self
+            .sup
+            .wait_until(budget.clone(), |v| {
+                !v.pending_dialogs.is_empty() || closed_match(v).is_some()
+            })
+            .await;
+        match seen {
+            Ok(v) => match v.pending_dialogs.first() {
+                Some(d) => Ok(dialog_view(d)),
+                None => closed_match(&v).ok_or_else(|| {
+                    ToolError::internal("the supervisor's dialog record changed while read")
+                }),
             },
+            Err(_) => Err(ToolError::internal(format!(
+                "a {} dialog ({:?}) ended the evaluate, but the tab's supervisor has no record of it after {} ms",
+                info.dialog_type,
+                info.message,
+                budget.total().as_millis()
+            ))
+            .next("call browser_snapshot: it lists pending and recent dialogs")),
         }
     }
 }

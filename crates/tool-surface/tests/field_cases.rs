@@ -442,6 +442,53 @@ async fn c03_evaluate_or_click_that_opens_a_confirm_returns_with_the_dialog_and_
     );
 }
 
+/// Under an auto policy a dialog that ends a `browser_evaluate` is already
+/// answered by the time the tab's supervisor is asked about it: the error
+/// names that dialog by its real id (as `recent_dialogs` lists it), never an
+/// empty one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluate_ended_by_a_dialog_under_an_auto_policy_names_the_dialog_by_id() {
+    let (fx, tools) = harness(ToolsConfig::default().dialog_policy("auto_accept")).await;
+    navigate_loaded(
+        &tools,
+        &page(&fx, "127.0.0.1", "c03_confirm_from_action.html"),
+    )
+    .await;
+    for i in 0..3 {
+        let v = tools
+            .call(
+                "browser_evaluate",
+                json!({"expression": format!("confirm('auto {i}')"), "timeout_ms": 5000}),
+            )
+            .await;
+        if v.get("error").is_none() {
+            // The engine may see the answer before it ends the call.
+            assert_eq!(v["value"], json!(true), "{v:#}");
+            continue;
+        }
+        assert_eq!(code(&v), "dialog_pending", "{v:#}");
+        println!("[auto evaluate] {i}: {}", v["error"]["message"]);
+        let id = v["error"]["dialog"]["id"].as_str().unwrap_or_default();
+        assert!(!id.is_empty(), "{v:#}");
+        assert_eq!(
+            v["error"]["dialog"]["message"],
+            json!(format!("auto {i}")),
+            "{v:#}"
+        );
+        let snap = tools.call("browser_snapshot", json!({})).await;
+        let recent = snap["recent_dialogs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            recent
+                .iter()
+                .any(|d| d["id"] == json!(id) && d["closed_by"] == "auto_policy"),
+            "{id} not among {recent:#?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c03_with_an_auto_policy_the_action_completes_and_records_the_dialog() {
     let (fx, tools) = harness(ToolsConfig::default().dialog_policy("auto_dismiss")).await;
