@@ -47,7 +47,6 @@ use cdp_transport::{Budget, Session};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 use tracing::{debug, info};
 
 /// The longest a renderer-bound command waits before the renderer is taken
@@ -63,6 +62,16 @@ pub const BUSY_AFTER_MAX: Duration = Duration::from_secs(2);
 /// termination goes on the command's own session.
 pub type TerminateRoute = Arc<dyn Fn(&cdp_transport::TargetId) -> Option<Session> + Send + Sync>;
 
+/// The session a termination for `session`'s target goes on: the one
+/// `route` names for that target (`None`: send none), else, without a route
+/// or a target, `session` itself. A closed session is never named.
+pub(crate) fn route_session(route: Option<&TerminateRoute>, session: &Session) -> Option<Session> {
+    match (route, session.target_id()) {
+        (Some(route), Some(t)) => route(t).filter(|s| s.closed_reason().is_none()),
+        _ => Some(session.clone()),
+    }
+}
+
 /// A hook told `+1` when a termination is sent and `-1` when it is settled
 /// (the engine holds its new evaluates meanwhile).
 pub(crate) type SettleHook = Arc<dyn Fn(i32) + Send + Sync>;
@@ -77,10 +86,8 @@ struct Term {
     method: String,
     /// How long it had waited.
     waited: Duration,
-    /// `Some(true)`: a script was running and was stopped; `Some(false)`:
-    /// settled otherwise (taken by the probe, failed, or not acknowledged in
-    /// time); `None`: settling.
-    outcome: watch::Receiver<Option<bool>>,
+    /// Its settling (whether a running script was stopped).
+    termination: crate::Termination,
 }
 
 /// Terminates the page's own script when a renderer-bound command of one
@@ -220,18 +227,9 @@ impl Unstick {
         {
             return;
         }
-        let via = match (&self.route, &target) {
-            (Some(route), Some(t)) => match route(t).filter(|s| s.closed_reason().is_none()) {
-                Some(s) => s,
-                None => {
-                    debug!(
-                        target_id = t.as_str(),
-                        method, "no terminate route for the target; nothing sent"
-                    );
-                    return;
-                }
-            },
-            _ => session.clone(),
+        let Some(via) = route_session(self.route.as_ref(), session) else {
+            debug!(method, "no terminate route for the target; nothing sent");
+            return;
         };
         info!(
             target: "tabwarden::evaluate",
@@ -241,26 +239,21 @@ impl Unstick {
             waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
             "the renderer does not answer: terminating the page's own script"
         );
-        let (tx, rx) = watch::channel(None);
+        if let Some(h) = &self.hook {
+            h(1);
+        }
+        let hook = self.hook.clone();
+        let termination = crate::terminate::send_and_settle(&via, move |_| {
+            if let Some(h) = hook {
+                h(-1);
+            }
+        });
         terms.push(Term {
             target,
             session: session.clone(),
             method: method.to_string(),
             waited,
-            outcome: rx,
-        });
-        drop(terms);
-        if let Some(h) = &self.hook {
-            h(1);
-        }
-        let hook = self.hook.clone();
-        // Settling in the background; the handle is not needed here (the
-        // outcome goes to this unstick's own channel).
-        let _settling = crate::terminate::send_and_settle(&via, move |outcome| {
-            tx.send_replace(Some(outcome));
-            if let Some(h) = hook {
-                h(-1);
-            }
+            termination,
         });
     }
 
@@ -284,13 +277,13 @@ impl Unstick {
     /// Waits, at most `within`, until every termination sent is settled.
     /// Returns true when all are.
     pub(crate) async fn settled(&self, within: Duration) -> bool {
-        let rxs: Vec<_> = lock(&self.shared.terms)
+        let terms: Vec<crate::Termination> = lock(&self.shared.terms)
             .iter()
-            .map(|t| t.outcome.clone())
+            .map(|t| t.termination.clone())
             .collect();
         let all = async {
-            for mut rx in rxs {
-                let _ = rx.wait_for(Option::is_some).await;
+            for t in terms {
+                t.settled(within).await;
             }
         };
         tokio::time::timeout(within, all).await.is_ok()
@@ -305,7 +298,7 @@ impl Unstick {
     pub(crate) fn stopped_a_script(&self) -> bool {
         lock(&self.shared.terms)
             .iter()
-            .any(|t| *t.outcome.borrow() == Some(true))
+            .any(|t| t.termination.outcome() == Some(true))
     }
 
     /// Adds a note of the caller's about the same operation.
@@ -326,7 +319,7 @@ impl Unstick {
     pub(crate) fn note(&self) -> Option<String> {
         let terms = lock(&self.shared.terms);
         let first = terms.first()?;
-        let stopped = terms.iter().any(|t| *t.outcome.borrow() == Some(true));
+        let stopped = terms.iter().any(|t| t.termination.outcome() == Some(true));
         let ms = u64::try_from(first.waited.as_millis()).unwrap_or(u64::MAX);
         Some(if stopped {
             format!(

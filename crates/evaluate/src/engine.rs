@@ -1077,7 +1077,7 @@ impl Engine {
         let grace = self.inner.config.terminate_grace;
         tokio::spawn(async move {
             let healthy =
-                call_ended && healthy_after_terminate(&warm.session, &mut ack, grace).await;
+                call_ended && crate::terminate::healthy_after(&warm.session, &mut ack, grace).await;
             if healthy {
                 debug!(
                     target_id = warm.target_id.as_str(),
@@ -1121,7 +1121,7 @@ impl Engine {
                 }
             }
         });
-        let probe = probe(&warm.session).await;
+        let probe = crate::terminate::health_probe(&warm.session).await;
         debug!(?probe, "termination absorbed by a probe evaluate");
         self.inner.absorbing.send_modify(|n| *n -= 1);
         if let Err(e) = warm.session.detach(CLEANUP_BUDGET).await {
@@ -1142,11 +1142,7 @@ impl Engine {
     /// the action's budget (a spinning click handler, a hung `onload`).
     pub fn terminate(&self, session: &Session) -> crate::Termination {
         let route = lock(&self.inner.terminate_route).clone();
-        let via = match (route, session.target_id()) {
-            (Some(route), Some(t)) => route(t).filter(|s| s.closed_reason().is_none()),
-            _ => Some(session.clone()),
-        };
-        let Some(via) = via else {
+        let Some(via) = crate::busy::route_session(route.as_ref(), session) else {
             debug!("no terminate route for the target; nothing sent");
             return crate::Termination::not_sent();
         };
@@ -1922,40 +1918,6 @@ impl IdleProbe {
             std::future::pending::<()>().await;
         }
     }
-}
-
-/// How long a probe evaluate after a termination may take.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// A trivial evaluate on `session` (default execution context): `Ok(true)`
-/// when it ran to its value, `Ok(false)` when it was terminated or threw.
-async fn probe(session: &Session) -> std::result::Result<bool, cdp_transport::Error> {
-    session
-        .call(
-            RUNTIME_EVALUATE,
-            json!({"expression": "0", "returnByValue": true}),
-            PROBE_TIMEOUT,
-        )
-        .await
-        .map(|r| r.get("exceptionDetails").is_none())
-}
-
-/// See [`Engine::settle`]: after the running call ended, is the termination
-/// acknowledged (so cleared in V8) and does the session answer?
-async fn healthy_after_terminate(
-    session: &Session,
-    ack: &mut watch::Receiver<Option<bool>>,
-    grace: Duration,
-) -> bool {
-    let acked = |ack: &watch::Receiver<Option<bool>>| *ack.borrow();
-    let _ = tokio::time::timeout(grace, ack.wait_for(Option::is_some)).await;
-    if acked(ack).is_none() {
-        // Nothing was running when it came: the next call takes it.
-        let absorbed = probe(session).await;
-        debug!(?absorbed, "pending termination taken by a probe evaluate");
-        let _ = tokio::time::timeout(PROBE_TIMEOUT, ack.wait_for(Option::is_some)).await;
-    }
-    acked(ack) == Some(true) && matches!(probe(session).await, Ok(true))
 }
 
 /// The in-page settle timer for `remaining`: a margin (5 %, 20 to 250 ms)

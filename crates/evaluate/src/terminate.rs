@@ -55,21 +55,50 @@ pub(crate) fn send(session: &Session, bound: Duration) -> Ack {
     rx
 }
 
-/// A trivial evaluate that takes a termination left pending on `session`'s
-/// process. `Ok(true)`: it ran to its value (so it took none); `Ok(false)`:
-/// it was terminated or threw.
-pub(crate) async fn probe(
+/// How long the engine's health probe after a termination may take.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A trivial evaluate of `expression` on `session` (default execution
+/// context), which also takes a termination left pending on its process.
+/// `Ok(true)`: it ran to its value (so it took none); `Ok(false)`: it was
+/// terminated or threw.
+async fn probe(
     session: &Session,
+    expression: &str,
     bound: Duration,
 ) -> std::result::Result<bool, cdp_transport::Error> {
     session
         .call(
             "Runtime.evaluate",
-            json!({"expression": "0 // tabwarden takes a pending termination", "returnByValue": true}),
+            json!({"expression": expression, "returnByValue": true}),
             bound,
         )
         .await
         .map(|r| r.get("exceptionDetails").is_none())
+}
+
+/// The engine's health probe (`0`): does `session` run a script to its
+/// value after a termination?
+pub(crate) async fn health_probe(
+    session: &Session,
+) -> std::result::Result<bool, cdp_transport::Error> {
+    probe(session, "0", PROBE_TIMEOUT).await
+}
+
+/// After a termination on the engine's own session whose call has ended:
+/// is the termination acknowledged (so cleared in V8) and does the session
+/// still run a script to its value? An acknowledgement that has not come
+/// within `grace` means nothing was running when it arrived: a health
+/// probe takes it first.
+pub(crate) async fn healthy_after(session: &Session, ack: &mut Ack, grace: Duration) -> bool {
+    let _ = tokio::time::timeout(grace, ack.wait_for(Option::is_some)).await;
+    if ack.borrow().is_none() {
+        let absorbed = health_probe(session).await;
+        debug!(?absorbed, "pending termination taken by a probe evaluate");
+        let _ = tokio::time::timeout(PROBE_TIMEOUT, ack.wait_for(Option::is_some)).await;
+    }
+    let acked = *ack.borrow() == Some(true);
+    acked && matches!(health_probe(session).await, Ok(true))
 }
 
 /// Waits until the termination whose acknowledgement is `ack` (sent on `s`)
@@ -82,7 +111,12 @@ pub(crate) async fn settle(s: &Session, mut ack: Ack) -> bool {
         return r.map(|v| *v == Some(true)).unwrap_or(false);
     }
     // Nothing was running when it came: a trivial evaluate takes it.
-    let ran = probe(s, SETTLE_BOUND).await;
+    let ran = probe(
+        s,
+        "0 // tabwarden takes a pending termination",
+        SETTLE_BOUND,
+    )
+    .await;
     let _ = tokio::time::timeout(SETTLE_BOUND, ack.wait_for(Option::is_some)).await;
     // A probe that ran to its value did not take the termination: a
     // script was running (its interrupt was only slow) and was stopped.
@@ -151,7 +185,11 @@ impl Termination {
     pub async fn settled(&self, within: Duration) -> Option<bool> {
         let mut rx = self.settled.clone();
         let _ = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
-        let v = *rx.borrow();
-        v
+        self.outcome()
+    }
+
+    /// [`Termination::settled`] as it stands now, without waiting.
+    pub fn outcome(&self) -> Option<bool> {
+        *self.settled.borrow()
     }
 }

@@ -76,6 +76,7 @@ mod view;
 pub use config::{BridgeMode, DialogAction, DialogPolicy, ReconnectPolicy, SupervisorConfig};
 pub use error::{Error, Result};
 pub use registry::Registry;
+pub use state::now_ms;
 pub use supervisor::{DialogEvent, FrameContext, Route, Supervisor, HANDLE_DIALOG};
 pub use view::{
     ClosedBy, ClosedDialog, ConsoleError, DialogPath, FrameTreeView, FrameView, PendingDialog,

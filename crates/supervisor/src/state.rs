@@ -14,7 +14,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 
-pub(crate) fn now_ms() -> u64 {
+/// The wall clock the view's timestamps (`opened_at_ms`, `closed_at_ms`,
+/// `at_ms`) are on: milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

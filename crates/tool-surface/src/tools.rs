@@ -176,13 +176,6 @@ fn cleanup_grace(budget: &Budget) -> Duration {
 /// Most of a call's remaining budget spent waiting for the supervisor to
 /// record a dialog the engine already saw open.
 const DIALOG_CATCH_UP: Duration = Duration::from_secs(1);
-/// Milliseconds since the Unix epoch (as the supervisor stamps closed dialogs).
-fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 /// After an accepted `beforeunload`, how long a main frame that stopped
 /// loading may still commit before the released navigation is taken to
 /// have ended without a new document.
@@ -1382,7 +1375,7 @@ impl Tools {
     ) -> std::result::Result<EvaluateResponse, ToolError> {
         let budget = budget_of(req.timeout_ms)?;
         // Dialogs closed from now on may be the one that ends this call.
-        let since_ms = wall_clock_ms();
+        let since_ms = supervisor::now_ms();
         let tab = self.tab();
         let engine = tab.engine();
         if !engine.config().evaluate_enabled {
