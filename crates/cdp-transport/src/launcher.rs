@@ -1,4 +1,10 @@
 //! Finds and starts a headless Chromium with a fresh profile on a free port.
+//!
+//! The OS-specific parts (process groups, `/proc`, `PR_SET_PDEATHSIG`) are in
+//! `sys`: Linux has all of them, other unix systems process groups only, and
+//! elsewhere drop kills the child process itself.
+
+mod sys;
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -93,15 +99,16 @@ pub fn find_chrome() -> Result<PathBuf> {
 /// A running Chromium. Dropping it kills the process and removes its profile
 /// (also during a panic's unwinding).
 ///
-/// Chromium runs in its own process group (its pid is the group id) with
-/// `TMPDIR` set to `<profile>/tmp`, so that killing the group stops every
-/// helper process and removing the profile also removes Chromium's
-/// `org.chromium.Chromium.*` singleton dir.
+/// Chromium runs with `TMPDIR` set to `<profile>/tmp`, so that removing the
+/// profile also removes Chromium's `org.chromium.Chromium.*` singleton dir.
+/// On unix it runs in its own process group (its pid is the group id), so
+/// that killing the group stops every helper process; elsewhere drop kills
+/// the main process only.
 ///
-/// When the process dies without dropping it (SIGKILL, `exit`), Chromium dies
-/// too (`PR_SET_PDEATHSIG` from a keeper thread that lives as long as the
-/// process) and the next launch removes the profile
-/// ([`sweep_stale_profiles`]).
+/// When the process dies without dropping it (SIGKILL, `exit`), the next
+/// launch removes the profile ([`sweep_stale_profiles`]); on Linux Chromium
+/// dies too (`PR_SET_PDEATHSIG` from a keeper thread that lives as long as
+/// the process), on other systems it is left running.
 #[derive(Debug)]
 pub struct LaunchedChrome {
     child: Option<Child>,
@@ -154,14 +161,11 @@ impl LaunchedChrome {
             reason: format!("cannot create a temp dir in the profile: {e}"),
         })?;
         let mut cmd = Command::new(&exe);
-        {
-            use std::os::unix::process::CommandExt;
-            // Its own group, so that drop can kill every helper process too.
-            cmd.process_group(0);
-        }
+        // Its own group, so that drop can kill every helper process too.
+        sys::own_process_group(&mut cmd);
         cmd.env("TMPDIR", &tmp_dir);
         cmd.args(BASE_FLAGS);
-        if is_root() {
+        if sys::is_root() {
             cmd.arg("--no-sandbox");
         }
         if options.offline {
@@ -177,10 +181,10 @@ impl LaunchedChrome {
         // Marks the profile so that, if this process dies without dropping
         // `self` (SIGKILL, `exit`), a later launch removes it.
         write_owner_file(profile.path());
-        let child = spawn_on_keeper(cmd).map_err(|e| Error::Launch {
+        let child = sys::spawn(cmd).map_err(|e| Error::Launch {
             reason: format!("cannot start {}: {e}", exe.display()),
         })?;
-        let pgid = i32::try_from(child.id()).ok();
+        let pgid = sys::group_of(&child);
         let mut me = LaunchedChrome {
             child: Some(child),
             pgid,
@@ -247,13 +251,14 @@ impl LaunchedChrome {
     }
     /// Kills the process and its whole process group now (SIGKILL), waits for
     /// the main process, and gives the rest of the group up to
-    /// [`GROUP_EXIT_WAIT`] to go; idempotent.
+    /// [`GROUP_EXIT_WAIT`] to go; idempotent. Without process groups (not
+    /// unix), kills and waits for the main process only.
     pub fn kill(&mut self) {
         let pgid = self.pgid.take();
         if let Some(pgid) = pgid {
             // While the main process is not yet reaped its pid (= the group id)
             // cannot be reused, so this signal reaches only our group.
-            kill_group(pgid, libc::SIGKILL);
+            sys::kill_group(pgid);
         }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -261,9 +266,9 @@ impl LaunchedChrome {
         }
         if let Some(pgid) = pgid {
             let start = Instant::now();
-            while group_alive(pgid) && start.elapsed() < GROUP_EXIT_WAIT {
+            while sys::group_alive(pgid) && start.elapsed() < GROUP_EXIT_WAIT {
                 // A straggler that joined after the first signal.
-                kill_group(pgid, libc::SIGKILL);
+                sys::kill_group(pgid);
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -302,49 +307,6 @@ impl Drop for LaunchedChrome {
     }
 }
 
-/// Whether a process of group `pgid` is still running. Zombies do not count:
-/// they hold no files, and a container's pid 1 may never reap them.
-fn group_alive(pgid: i32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.flatten().any(|e| {
-        let is_pid = e
-            .file_name()
-            .to_str()
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        is_pid
-            && std::fs::read_to_string(e.path().join("stat"))
-                .ok()
-                .and_then(|s| parse_stat(&s))
-                .is_some_and(|(state, pgrp)| pgrp == pgid && state != 'Z' && state != 'X')
-    })
-}
-
-/// `(state, pgrp)` from a `/proc/<pid>/stat` line (fields 3 and 5; the command
-/// name in field 2 may contain spaces and parentheses).
-fn parse_stat(s: &str) -> Option<(char, i32)> {
-    let rest = &s[s.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace();
-    let state = f.next()?.chars().next()?;
-    let _ppid = f.next()?;
-    let pgrp = f.next()?.parse().ok()?;
-    Some((state, pgrp))
-}
-
-#[allow(unsafe_code)]
-fn kill_group(pgid: i32, sig: i32) {
-    if pgid <= 1 {
-        return; // never kill(-1) or kill(0)
-    }
-    // SAFETY: kill(2) takes plain integers and touches no memory of ours;
-    // a negative pid addresses the process group `pgid`, which is the group
-    // Chromium was started in (`process_group(0)`). Errors (ESRCH) are ignored.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
-}
-
 fn tail(path: &Path) -> String {
     let s = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = s.lines().rev().take(5).collect();
@@ -352,77 +314,6 @@ fn tail(path: &Path) -> String {
         "no stderr output".into()
     } else {
         lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-type SpawnRequest = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
-
-/// Spawns `cmd` with `PR_SET_PDEATHSIG = SIGKILL` from one thread that lives
-/// as long as the process. Linux sends the signal when the *thread* that
-/// forked the child exits, so forking from a short-lived blocking-pool thread
-/// would kill Chromium at a random later moment; forking from this keeper
-/// thread ties Chromium's life to the process's, however the process ends
-/// (SIGKILL included).
-fn spawn_on_keeper(mut cmd: Command) -> std::io::Result<Child> {
-    static KEEPER: std::sync::OnceLock<
-        std::io::Result<std::sync::Mutex<std::sync::mpsc::Sender<SpawnRequest>>>,
-    > = std::sync::OnceLock::new();
-    let keeper = KEEPER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<SpawnRequest>();
-        std::thread::Builder::new()
-            .name("tabwarden-chromium-keeper".into())
-            .spawn(move || {
-                // `tx` lives in a static: `recv` never fails, and the thread
-                // (the parent of every Chromium) never exits.
-                while let Ok((mut cmd, reply)) = rx.recv() {
-                    set_pdeathsig(&mut cmd);
-                    let _ = reply.send(cmd.spawn());
-                }
-            })
-            .map(|_| std::sync::Mutex::new(tx))
-    });
-    let tx = match keeper {
-        Ok(tx) => tx,
-        Err(e) => {
-            // No keeper thread: spawn here, without the death signal.
-            tracing::warn!(error = %e, "cannot start the launcher thread; Chromium will not die with this process");
-            return cmd.spawn();
-        }
-    };
-    let (reply_tx, reply_rx) = std::sync::mpsc::channel();
-    let sent = tx
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .send((cmd, reply_tx));
-    if let Err(std::sync::mpsc::SendError((mut cmd, _))) = sent {
-        return cmd.spawn();
-    }
-    reply_rx
-        .recv()
-        .unwrap_or_else(|_| Err(std::io::Error::other("the launcher thread ended")))
-}
-
-#[allow(unsafe_code)]
-fn set_pdeathsig(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // prctl(2), which is async-signal-safe; it touches no allocator or lock.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            Ok(())
-        });
     }
 }
 
@@ -435,9 +326,9 @@ static SHARED: std::sync::OnceLock<std::result::Result<Shared, String>> =
     std::sync::OnceLock::new();
 
 /// One Chromium per process, started on first use with [`OFFLINE_FLAGS`] and
-/// never dropped: it is killed when the process exits (`PR_SET_PDEATHSIG`, as
-/// every launch) and its profile removed by a later launch. Returns its
-/// WebSocket URL.
+/// never dropped: on Linux it is killed when the process exits
+/// (`PR_SET_PDEATHSIG`, as every launch) and its profile removed by a later
+/// launch. Returns its WebSocket URL.
 ///
 /// Meant for test suites and benchmarks, where every test connects its own
 /// [`crate::Connection`] (a connection belongs to the tokio runtime that made it).
@@ -494,11 +385,14 @@ pub const OWNER_FILE: &str = "tabwarden-owner";
 
 /// Removes the `tabwarden-profile-*` directories under `dir` whose launching
 /// process has exited without removing them: killed with SIGKILL, or ended
-/// with `exit` (a test binary's [`shared_chrome`]). Their Chromium is already
-/// gone (`PR_SET_PDEATHSIG`, see [`LaunchedChrome`]). Only directories holding
-/// [`OWNER_FILE`] whose pid has no `/proc` entry are removed; profiles of running processes are left alone. Called by every
-/// launch; returns how many were removed. Never fails: a directory that
-/// cannot be read or removed is skipped.
+/// with `exit` (a test binary's [`shared_chrome`]). On Linux their Chromium is
+/// already gone (`PR_SET_PDEATHSIG`, see [`LaunchedChrome`]). Only directories
+/// holding [`OWNER_FILE`] whose pid is not running are removed (Linux: no
+/// `/proc` entry; other unix: `kill(pid, 0)` finds none; elsewhere an owner is
+/// never taken for exited, so nothing is removed); profiles of running
+/// processes are left alone. Called by every launch; returns how many were
+/// removed. Never fails: a directory that cannot be read or removed is
+/// skipped.
 ///
 /// Caveat: processes in another pid namespace sharing the same temp dir look
 /// exited from here; give such setups their own `TMPDIR`.
@@ -524,7 +418,7 @@ pub fn sweep_stale_profiles(dir: &Path) -> usize {
         let Ok(pid) = owner.trim().parse::<u32>() else {
             continue;
         };
-        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        let alive = sys::process_exists(pid);
         if !alive && std::fs::remove_dir_all(&path).is_ok() {
             removed += 1;
         }

@@ -49,24 +49,29 @@ mod budget;
 mod connection;
 mod discovery;
 mod endpoint;
+mod envelope;
 mod error;
 mod event;
+#[cfg(feature = "fuzz")]
+mod fuzz;
 mod ids;
 pub mod launcher;
+mod routing;
+mod session;
+mod socket;
 mod tls;
 
 pub use budget::{Budget, BudgetRangeError, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
-#[doc(hidden)]
-#[cfg(feature = "fuzz")]
-pub use connection::fuzz_decode_envelope;
-pub use connection::{
-    AttachedTarget, ConnectOptions, Connection, Session, DEFAULT_MAX_MESSAGE_SIZE,
-};
+pub use connection::{ConnectOptions, Connection, DEFAULT_MAX_MESSAGE_SIZE};
 pub use endpoint::{redact, Endpoint};
 pub use error::{Error, Result, SessionCloseReason};
 pub use event::{Event, EventDecodeError, EventStream, RecvError};
+#[doc(hidden)]
+#[cfg(feature = "fuzz")]
+pub use fuzz::fuzz_decode_envelope;
 pub use ids::{BackendNodeId, ExecutionContextId, FrameId, LoaderId, SessionId, TargetId};
 pub use launcher::{LaunchOptions, LaunchedChrome};
+pub use session::{AttachedTarget, Session};
 
 /// Re-exported so callers name command types without a direct dependency.
 pub use chromiumoxide_cdp::cdp;

@@ -1,6 +1,10 @@
 //! Dropping a `LaunchedChrome` kills Chromium's whole process group and
 //! removes its profile, including Chromium's `org.chromium.Chromium.*` dir
 //! (created in `TMPDIR`, which the launcher points into the profile).
+//!
+//! Linux only: it reads process groups from `/proc` (other unix systems have
+//! none, and elsewhere the launcher has no process group to check).
+#![cfg(target_os = "linux")]
 
 use cdp_transport::{ConnectOptions, Connection, LaunchOptions, LaunchedChrome};
 use serde_json::json;

@@ -20,10 +20,11 @@
 //! operation's budget, at most [`BUSY_AFTER_MAX`], or whose budget ran
 //! out, gets one `Runtime.terminateExecution` for **its target** (so for
 //! the process of the busy frame: the page's, or a cross-site iframe's):
-//! on the session a [`TerminateRoute`] names for that target (the
-//! supervisor's, attached when the target was created; a route that names
-//! none, e.g. while a dialog holds the page, means no termination), and
-//! without a route on the command's own session. The wait goes on within the same budget: the
+//! on the session the page facts name for that target
+//! ([`crate::PageFacts::terminate_via`]: the supervisor's, attached when
+//! the target was created; `Hold`, e.g. while a dialog holds the page,
+//! means no termination), and without page facts on the command's own
+//! session. The wait goes on within the same budget: the
 //! held commands run as soon as the script has stopped. Nothing is sent
 //! twice.
 //!
@@ -43,7 +44,7 @@
 //! browser) for that long is also sent a termination; it then ends the
 //! next script of that process unless the probe takes it first.
 
-use cdp_transport::{Budget, Session};
+use cdp_transport::{Budget, Command, Session};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,22 +54,22 @@ use tracing::{debug, info};
 /// as busy with the page's own script (when half the budget is longer).
 pub const BUSY_AFTER_MAX: Duration = Duration::from_secs(2);
 
-/// Names, for a target, a session the target's renderer bound before it
-/// could get busy (for a tab: the supervisor's page session, or its session
-/// of a cross-site iframe), on which `Runtime.terminateExecution` reaches a
-/// renderer busy with script. `None`: send no termination for that target
-/// (a target the owner does not know, or one a dialog holds: a dialog, not
-/// a script, keeps that renderer waiting). Without a route at all, the
-/// termination goes on the command's own session.
-pub type TerminateRoute = Arc<dyn Fn(&cdp_transport::TargetId) -> Option<Session> + Send + Sync>;
-
-/// The session a termination for `session`'s target goes on: the one
-/// `route` names for that target (`None`: send none), else, without a route
-/// or a target, `session` itself. A closed session is never named.
-pub(crate) fn route_session(route: Option<&TerminateRoute>, session: &Session) -> Option<Session> {
-    match (route, session.target_id()) {
-        (Some(route), Some(t)) => route(t).filter(|s| s.closed_reason().is_none()),
-        _ => Some(session.clone()),
+/// The session a termination for `session`'s target goes on: the one the
+/// page facts name for that target ([`crate::PageFacts::terminate_via`];
+/// `Hold`: send none), else `session` itself. A closed session is never
+/// named.
+pub(crate) fn route_session(
+    facts: Option<&Arc<dyn crate::PageFacts>>,
+    session: &Session,
+) -> Option<Session> {
+    let via = match (facts, session.target_id()) {
+        (Some(f), Some(t)) => f.terminate_via(t),
+        _ => None,
+    };
+    match via {
+        Some(crate::TerminateVia::Session(s)) => Some(s).filter(|s| s.closed_reason().is_none()),
+        Some(crate::TerminateVia::Hold) => None,
+        None => Some(session.clone()),
     }
 }
 
@@ -98,7 +99,7 @@ pub(crate) struct Unstick {
     after: Duration,
     shared: Arc<Shared>,
     hook: Option<SettleHook>,
-    route: Option<TerminateRoute>,
+    facts: Option<Arc<dyn crate::PageFacts>>,
 }
 
 /// What the clones of one [`Unstick`] share (one allocation per operation).
@@ -151,14 +152,41 @@ impl Unstick {
         budget: &Budget,
         max: Duration,
         hook: Option<SettleHook>,
-        route: Option<TerminateRoute>,
+        facts: Option<Arc<dyn crate::PageFacts>>,
     ) -> Self {
         Self {
             after: busy_after(budget, max),
             shared: Arc::default(),
             hook,
-            route,
+            facts,
         }
+    }
+
+    /// [`Unstick::call`] for a typed `chromiumoxide_cdp` command, as
+    /// `session.execute(cmd, budget)` sends it: the same params on the wire,
+    /// the same watchdog, and the reply decoded into the command's response.
+    ///
+    /// # Errors
+    /// The call's own error; `Encode`/`Decode` as [`Session::execute`].
+    ///
+    /// # Cancel safety
+    /// As [`Unstick::call`].
+    pub(crate) async fn execute<C: Command>(
+        &self,
+        session: &Session,
+        cmd: C,
+        budget: &Budget,
+    ) -> Result<C::Response, cdp_transport::Error> {
+        let method = cmd.identifier();
+        let params = serde_json::to_value(&cmd).map_err(|source| cdp_transport::Error::Encode {
+            method: method.to_string(),
+            source,
+        })?;
+        let reply = self.call(session, &method, params, budget).await?;
+        C::response_from_value(reply).map_err(|source| cdp_transport::Error::Decode {
+            method: method.to_string(),
+            source,
+        })
     }
 
     /// `session.call(method, params, budget)`, and `Runtime.terminateExecution`
@@ -216,7 +244,7 @@ impl Unstick {
     }
 
     /// Sends `Runtime.terminateExecution` for `session`'s target (on the
-    /// session the route names, else on `session`) unless this unstick
+    /// session the page facts name, else on `session`) unless this unstick
     /// already did, and settles it in the background.
     fn terminate(&self, session: &Session, method: &str, waited: Duration) {
         let target = session.target_id().cloned();
@@ -227,7 +255,7 @@ impl Unstick {
         {
             return;
         }
-        let Some(via) = route_session(self.route.as_ref(), session) else {
+        let Some(via) = route_session(self.facts.as_ref(), session) else {
             debug!(method, "no terminate route for the target; nothing sent");
             return;
         };

@@ -29,6 +29,11 @@ pub struct DialogInfo {
     /// URL of the document that opened it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The id the owner of the tab's state gave it (a supervisor's `d-N`),
+    /// when the dialog is known through [`crate::PageFacts::dialogs`];
+    /// absent when the engine saw it on its own session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// What kind of wait ran out in a [`Error::Timeout`].
@@ -102,11 +107,11 @@ pub enum Error {
     },
     /// A native dialog opened while the evaluate ran; the page's JS thread is
     /// blocked until someone answers it with `Page.handleJavaScriptDialog`
-    /// on the top-level page session (field case C03).
+    /// on the top-level page session.
     #[error("a {} dialog opened during the evaluate ({:?}{}); answer it with Page.handleJavaScriptDialog, the script resumes after that", .dialog.dialog_type, .dialog.message, .dialog.frame_id.as_ref().map(|f| format!(", frame {f}")).unwrap_or_default())]
     DialogOpened {
-        /// The dialog.
-        dialog: DialogInfo,
+        /// The dialog (boxed: it is the largest variant).
+        dialog: Box<DialogInfo>,
     },
     /// The frame navigated (its document was replaced) while the evaluate ran
     /// or just before it (field case C10). The script's outcome is unknown;

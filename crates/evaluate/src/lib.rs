@@ -4,7 +4,7 @@
 //! to backend nodes.
 //!
 //! Module layout:
-//! - `engine` (and `engine_*` files): budgeted evaluate;
+//! - `engine` (and `engine/*` files, one per job): budgeted evaluate;
 //! - `refs` (and `refs/*` files): the AX snapshot, refs, element actions;
 //!   they use the engine only through its public API;
 //! - [`terminate`]: the one place `Runtime.terminateExecution` is sent and
@@ -54,17 +54,16 @@
 
 mod busy;
 pub mod engine;
-mod engine_js;
 pub mod error;
 pub mod facts;
 pub mod refs;
 pub mod terminate;
 
-pub use busy::{TerminateRoute, BUSY_AFTER_MAX};
+pub use busy::BUSY_AFTER_MAX;
 pub use cdp_transport::Budget;
 pub use engine::{
     Engine, EngineConfig, EngineMetrics, EvalOutcome, EvalRequest, EvalTarget, SourceForm,
 };
 pub use error::{DialogInfo, Error, Result, TimeoutKind};
-pub use facts::PageFacts;
-pub use terminate::Termination;
+pub use facts::{DialogRecord, PageFacts, TerminateVia};
+pub use terminate::{PageScript, Termination};

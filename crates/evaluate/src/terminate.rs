@@ -193,3 +193,77 @@ impl Termination {
         *self.settled.borrow()
     }
 }
+
+/// What [`crate::Engine::stop_page_script`] found on a page session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageScript {
+    /// The renderer answered a trivial evaluate within the wait: no script
+    /// held it, nothing was sent.
+    Idle,
+    /// It did not; after a termination it did: a script of the page was
+    /// running and was stopped (the termination is settled).
+    Stopped,
+    /// Still no answer after the termination (a dialog holds the renderer,
+    /// or it is stalled for another reason); the termination may be
+    /// settling still.
+    Unresponsive,
+}
+
+impl crate::Engine {
+    /// Makes sure the renderer of `session`'s target runs no script before
+    /// the caller sends something that needs its main thread free: a
+    /// trivial `Runtime.evaluate` on `session`, and when it has no answer
+    /// within `wait`, one [`crate::Engine::terminate`] (on the session the
+    /// page facts name) and the rest of `within` (at most
+    /// 2 s) for the answer. Returns within `within`.
+    ///
+    /// For a navigation of a page whose own script spins: Chromium commits
+    /// a same-site navigation in the renderer of the page it leaves, and
+    /// once the navigation has started it holds every command of the tab's
+    /// sessions (even `Runtime.terminateExecution`) until the commit, which
+    /// a spinning script never lets happen. Before it starts, the
+    /// termination still gets through. And for a screenshot: a busy
+    /// renderer produces no frame. `session` must be one the renderer
+    /// bound before it got busy (the supervisor's page session).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a termination already sent settles in the background.
+    pub async fn stop_page_script(
+        &self,
+        session: &Session,
+        wait: Duration,
+        within: Duration,
+    ) -> PageScript {
+        let deadline = tokio::time::Instant::now() + within;
+        let s = session.clone();
+        let mut check = tokio::spawn(async move {
+            probe(&s, "0 // tabwarden checks the page answers", SETTLE_BOUND).await
+        });
+        if tokio::time::timeout(wait.min(within), &mut check)
+            .await
+            .is_ok()
+        {
+            return PageScript::Idle;
+        }
+        debug!(session = ?session.id(), ?wait, "page session does not answer: terminating its script");
+        let term = self.terminate(session);
+        let until = deadline.min(tokio::time::Instant::now() + SETTLE_BOUND);
+        let answered = tokio::time::timeout_at(until, &mut check).await.is_ok();
+        check.abort();
+        if !answered {
+            return PageScript::Unresponsive;
+        }
+        // Settled before the caller goes on when there is time: a
+        // termination still pending in V8 would end the next page's first
+        // script (the engine's own evaluates wait for it anyway).
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match term.settled(left).await {
+            Some(true) => PageScript::Stopped,
+            // The answer was only slow: the termination found nothing
+            // running and the settling probe took it.
+            Some(false) => PageScript::Idle,
+            None if term.acknowledged(Duration::ZERO).await => PageScript::Stopped,
+            None => PageScript::Idle,
+        }
+    }
+}

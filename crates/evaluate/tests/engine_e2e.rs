@@ -915,9 +915,7 @@ async fn a_busy_page_script_is_stopped_through_a_session_bound_before_it() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     let engine = tab.engine(EngineConfig::default());
     let (page, target) = (tab.page.clone(), tab.target.clone());
-    engine.set_terminate_route(std::sync::Arc::new(move |t: &TargetId| {
-        (*t == target).then(|| page.clone())
-    }));
+    engine.set_facts(std::sync::Arc::new(TerminateOn(target, page)));
     let t0 = Instant::now();
     let out = engine
         .evaluate(
@@ -982,4 +980,18 @@ async fn a_busy_page_script_is_stopped_through_a_session_bound_before_it() {
         out.notes
     );
     tab.close().await;
+}
+
+/// Page facts that name one session for terminations of one target (and
+/// none for any other), as a supervisor does.
+struct TerminateOn(TargetId, cdp_transport::Session);
+
+impl evaluate::PageFacts for TerminateOn {
+    fn terminate_via(&self, t: &TargetId) -> Option<evaluate::TerminateVia> {
+        Some(if *t == self.0 {
+            evaluate::TerminateVia::Session(self.1.clone())
+        } else {
+            evaluate::TerminateVia::Hold
+        })
+    }
 }

@@ -231,6 +231,143 @@ async fn a_dialog_ends_the_evaluate_at_once_without_terminate() {
     assert_eq!(engine.metrics().dialog_interruptions, 1);
 }
 
+/// Page facts that name one session for terminations of one target (and
+/// none for any other), as a supervisor does.
+struct TerminateOn(TargetId, cdp_transport::Session);
+
+impl evaluate::PageFacts for TerminateOn {
+    fn terminate_via(&self, t: &TargetId) -> Option<evaluate::TerminateVia> {
+        Some(if *t == self.0 {
+            evaluate::TerminateVia::Session(self.1.clone())
+        } else {
+            evaluate::TerminateVia::Hold
+        })
+    }
+}
+
+/// Page facts that carry a dialog record, as a supervisor does.
+struct OwnerRecord(tokio::sync::watch::Sender<evaluate::DialogRecord>);
+
+impl evaluate::PageFacts for OwnerRecord {
+    fn dialogs(&self) -> Option<evaluate::DialogRecord> {
+        Some(self.0.borrow().clone())
+    }
+    fn dialogs_changed(&self) -> evaluate::facts::Changed {
+        let mut rx = self.0.subscribe();
+        Box::pin(async move {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+}
+
+fn owned_dialog(id: &str) -> evaluate::DialogInfo {
+    evaluate::DialogInfo {
+        dialog_type: "confirm".into(),
+        message: "sure?".into(),
+        default_prompt: None,
+        frame_id: None,
+        url: Some("http://a/".into()),
+        id: Some(id.into()),
+    }
+}
+
+/// With the owner's dialog record, a dialog it records ends the evaluate
+/// at once, named by the owner's id; the page session's own
+/// `Page.javascriptDialogOpening` no longer does.
+#[tokio::test]
+async fn a_dialog_in_the_owners_record_ends_the_evaluate_with_its_id() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    let (tx, _) = tokio::sync::watch::channel(evaluate::DialogRecord::default());
+    let tx = Arc::new(OwnerRecord(tx));
+    engine.set_facts(tx.clone());
+    warm(&engine).await;
+    mock.on_action("Runtime.evaluate", Action::Never);
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .evaluate(EvalRequest::new("confirm('sure?')"), &budget(5000))
+                .await
+        })
+    };
+    mock.wait_for("Runtime.evaluate", 2, T).await;
+    // The engine's own session sees the event, but the owner's record rules.
+    mock.event(
+        "Page.javascriptDialogOpening",
+        json!({"url": "http://a/", "message": "sure?", "type": "confirm", "hasBrowserHandler": false, "defaultPrompt": "", "frameId": "PAGE"}),
+        Some("S1"),
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !task.is_finished(),
+        "the engine's own event ended the evaluate"
+    );
+    let t0 = std::time::Instant::now();
+    tx.0.send_modify(|r| {
+        r.opened += 1;
+        r.open = Some(owned_dialog("d-7"));
+        r.latest = Some(owned_dialog("d-7"));
+    });
+    let err = task.await.expect("join").expect_err("dialog");
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(err.code(), "dialog_opened", "{err}");
+    assert_eq!(err.dialog().and_then(|d| d.id.as_deref()), Some("d-7"));
+    // And the next evaluate is refused while the record says it is open.
+    let err = engine
+        .evaluate(EvalRequest::new("1"), &budget(1000))
+        .await
+        .expect_err("refused");
+    assert_eq!(err.dialog().and_then(|d| d.id.as_deref()), Some("d-7"));
+    assert!(mock.received().iter().all(|r| !is_dialog_check(r)));
+}
+
+/// An owner that answers every dialog itself (an auto policy): a dialog
+/// that opens during the evaluate does not end it; the script's value
+/// comes back once the owner has answered.
+#[tokio::test]
+async fn a_dialog_the_owner_answers_itself_lets_the_script_return_its_value() {
+    let (mock, engine) = setup(EngineConfig::default()).await;
+    let (tx, _) = tokio::sync::watch::channel(evaluate::DialogRecord {
+        answered_by_owner: true,
+        ..Default::default()
+    });
+    let tx = Arc::new(OwnerRecord(tx));
+    engine.set_facts(tx.clone());
+    warm(&engine).await;
+    // The script's reply comes 600 ms after it is sent: the dialog opens
+    // and is answered meanwhile.
+    mock.on_action(
+        "Runtime.evaluate",
+        Action::ReplyAfter(Duration::from_millis(600), ok_value(json!(true))),
+    );
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .evaluate(EvalRequest::new("confirm('sure?')"), &budget(5000))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tx.0.send_modify(|r| {
+        r.opened += 1;
+        r.open = Some(owned_dialog("d-1"));
+        r.latest = Some(owned_dialog("d-1"));
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tx.0.send_modify(|r| r.open = None);
+    assert!(!task.is_finished(), "the dialog ended the evaluate");
+    let out = task.await.expect("join").expect("value");
+    assert_eq!(out.value, json!(true));
+    assert_eq!(engine.metrics().dialog_interruptions, 0);
+}
+
 #[tokio::test]
 async fn a_destroyed_context_after_send_is_navigated() {
     let (mock, engine) = setup(EngineConfig::default()).await;
@@ -882,9 +1019,7 @@ async fn a_busy_renderer_during_setup_is_terminated_through_the_route_and_the_ev
     let (mock, engine, conn) = setup_with_conn(EngineConfig::default()).await;
     mock.on_action("Runtime.enable", Action::Never);
     let route_session = conn.session(cdp_transport::SessionId::new("SUPERVISOR"));
-    engine.set_terminate_route(Arc::new(move |t: &TargetId| {
-        (t.as_str() == "PAGE").then(|| route_session.clone())
-    }));
+    engine.set_facts(Arc::new(TerminateOn(TargetId::new("PAGE"), route_session)));
     let t0 = std::time::Instant::now();
     let task = {
         let engine = engine.clone();

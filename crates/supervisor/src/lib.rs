@@ -76,8 +76,8 @@ mod view;
 pub use config::{BridgeMode, DialogAction, DialogPolicy, ReconnectPolicy, SupervisorConfig};
 pub use error::{Error, Result};
 pub use registry::Registry;
-pub use state::now_ms;
-pub use supervisor::{DialogEvent, FrameContext, Route, Supervisor, HANDLE_DIALOG};
+pub use state::{now_ms, HANDLE_DIALOG};
+pub use supervisor::{DialogEvent, FrameContext, Route, Supervisor};
 pub use view::{
     ClosedBy, ClosedDialog, ConsoleError, DialogPath, FrameTreeView, FrameView, PendingDialog,
     PopupView, SupervisorView, CONSOLE_ERRORS_CAP, FRAME_CHILDREN_CAP, MAX_OOPIF_DEPTH,

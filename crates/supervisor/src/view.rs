@@ -198,4 +198,10 @@ pub struct SupervisorView {
     /// Requests to the bridge host refused with 403 because they lacked this
     /// supervisor's token (a page forging dialogs); no dialog was created.
     pub bridge_refused: u64,
+    /// Dialogs seen opening since the supervisor started (native and
+    /// bridge, across reconnects): the `N` of the latest `d-N`. A change
+    /// between two views means a dialog opened in between, even one an
+    /// auto policy has already closed. Not serialized.
+    #[serde(skip)]
+    pub dialogs_opened: u64,
 }

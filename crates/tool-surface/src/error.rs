@@ -1,4 +1,6 @@
-//! Errors: [`ToolError`] (what an agent sees) and [`Error`] (the crate's Rust error).
+//! Errors: [`ToolError`] (what an agent sees), [`Error`] (the crate's Rust
+//! error), and the mapping of the lower crates' errors (transport,
+//! supervisor, evaluate) to the agent's error.
 
 use crate::types::DialogView;
 use schemars::JsonSchema;
@@ -160,6 +162,25 @@ impl ToolError {
         e.dialog = Some(Box::new(dialog));
         e
     }
+    /// `dialog_pending` for a dialog that opened while `tool` ran (its
+    /// script, or the page, opened it): the script ran and waits on the
+    /// dialog; its outcome is not this call's.
+    pub fn dialog_opened_by_script(dialog: DialogView, tool: &str) -> Self {
+        let mut e = Self::dialog_pending(dialog, tool);
+        if let Some(d) = e.dialog.as_deref() {
+            e.message = format!(
+                "{} dialog ({}) opened while {tool} ran: {:?}; the script ran up to it and waits for the answer, so its value is not returned",
+                a_dialog_kind(&d.kind),
+                d.id,
+                d.message
+            );
+            e.next_step = Some(format!(
+                "answer it with browser_dialog {{\"action\":\"accept\"|\"dismiss\", \"dialog_id\":\"{}\"}} (the script then goes on); read what it did with another {tool}",
+                d.id
+            ));
+        }
+        e
+    }
     /// A `timeout` error for a budget of `budget_ms`.
     pub fn timeout(what: &str, budget_ms: u64) -> Self {
         Self::new(ErrorCode::Timeout, format!("{what} did not finish within timeout_ms={budget_ms}"))
@@ -239,3 +260,166 @@ impl From<cdp_transport::Error> for Error {
         Error::Browser { source }
     }
 }
+
+/// The error of a call on a tab whose supervisor is inactive: a crash is
+/// `target_crashed`; a lost connection is `browser_closed` naming it;
+/// anything else (target destroyed, closed by another client, page session
+/// gone for good) is `browser_closed` "the tab was closed".
+pub(crate) fn inactive_error(reason: Option<&str>) -> ToolError {
+    let reason = reason.unwrap_or("no reason given");
+    if reason.contains("crash") {
+        return ToolError::crashed();
+    }
+    match reason.strip_prefix("connection closed: ") {
+        Some(r) => ToolError::browser_closed(r),
+        None => ToolError::tab_closed(reason),
+    }
+}
+
+/// Maps a transport error to the agent's error.
+pub(crate) fn map_transport(e: &cdp_transport::Error, what: &str) -> ToolError {
+    use cdp_transport::Error as E;
+    match e {
+        E::Timeout { budget, .. } => ToolError::timeout(what, budget.as_millis() as u64),
+        E::ConnectionClosed { reason } => ToolError::browser_closed(reason),
+        E::TargetCrashed { .. } => ToolError::crashed(),
+        E::SessionClosed { .. } => ToolError::new(ErrorCode::BrowserClosed, format!("{what}: {e}"))
+            .next("call browser_snapshot (the frame or tab may be gone), or browser_tabs to pick another tab"),
+        E::Protocol { .. } => ToolError::new(ErrorCode::CdpError, format!("{what}: {e}")),
+        _ => ToolError::internal(format!("{what}: {e}")),
+    }
+}
+
+/// Maps a supervisor error (by its variant) to the agent's error.
+pub(crate) fn map_supervisor(e: &supervisor::Error, what: &str) -> ToolError {
+    use supervisor::Error as E;
+    match e {
+        // The supervisor's text starts with its code ("no_dialog: …"); the
+        // agent sees the code in `code` already.
+        E::NoDialog { .. } | E::UnknownDialog { .. } => ToolError::new(
+            ErrorCode::NoDialog,
+            e.to_string()
+                .strip_prefix("no_dialog: ")
+                .map(str::to_string)
+                .unwrap_or_else(|| e.to_string()),
+        )
+            .next("call browser_snapshot: pending_dialogs lists what can be answered, recent_dialogs what was closed already"),
+        // `candidates` is filled by the caller from the view (it has the whole dialogs).
+        E::AmbiguousDialog { .. } => ToolError::new(ErrorCode::AmbiguousDialog, e.to_string())
+            .next("call browser_dialog again with dialog_id set to one of candidates[].id"),
+        E::UnknownFrame { frame_id } => ToolError::new(
+            ErrorCode::UnknownFrame,
+            format!(
+                "{what}: frame {frame_id} is not in the frame tree (it was removed, or its page navigated)"
+            ),
+        )
+        .next("call browser_snapshot and use a frame_id from its frame_tree"),
+        E::SameProcessFrame { .. } => ToolError::new(
+            ErrorCode::NotOopif,
+            format!("{what}: {e}"),
+        )
+        .next("use browser_evaluate with this frame_id, or browser_cdp without frame_id and pass frameId in params"),
+        E::Inactive { reason, .. } => {
+            if reason.contains("crash") {
+                ToolError::crashed()
+            } else {
+                ToolError::new(ErrorCode::BrowserClosed, format!("{what}: {e}"))
+                    .next("call browser_tabs to pick another tab, or restart the tabwarden server")
+            }
+        }
+        E::WaitTimeout { .. } => ToolError::new(ErrorCode::Timeout, format!("{what}: {e}"))
+            .next("call browser_snapshot to see the page state, then retry with a larger timeout_ms (max 120000)"),
+        E::Answer { source, .. } | E::Cdp { source, .. } => {
+            let mut t = map_transport(source, what);
+            t.message = format!("{what}: {e}");
+            t
+        }
+        // Configuration errors (policy, bridge mode, action names), and
+        // variants added later.
+        _ => ToolError::internal(format!("{what}: {e}")),
+    }
+}
+
+/// Maps an evaluate-crate error (by its variant) to the agent's error.
+/// `DialogOpened` is handled by the callers (they need the supervisor's dialog id).
+pub(crate) fn map_eval(e: &evaluate::Error, what: &str) -> ToolError {
+    use evaluate::Error as E;
+    const FRESH: &str = "call browser_snapshot for fresh refs";
+    match e {
+        E::UnknownRef { .. } => ToolError::new(ErrorCode::UnknownRef, e.to_string())
+            .next("call browser_snapshot and use a ref from it (refs look like e3)"),
+        E::StaleRef { .. } => ToolError::new(ErrorCode::StaleRef, e.to_string()).next(FRESH),
+        E::NotInteractable { .. } => ToolError::new(ErrorCode::NotInteractable, e.to_string())
+            .next("call browser_snapshot: the element may be hidden or have no size; pick another ref"),
+        // No code of its own in this schema version: the element takes no text.
+        E::NotEditable { .. } => ToolError::new(ErrorCode::NotInteractable, format!("{what}: {e}"))
+            .next("browser_type takes a text field, a text area, a contenteditable element, or a select (it picks the option with that text); use browser_click for buttons, links and checkboxes, or call browser_snapshot for the right ref"),
+        E::InvalidKey { .. } => ToolError::invalid("key", e.to_string())
+            .next("use a KeyboardEvent.key name: Enter, Tab, Escape, Backspace, Delete, ArrowUp/Down/Left/Right, Home, End, PageUp, PageDown, Space, or one character"),
+        E::Timeout { kind, budget, .. } => ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "{what} did not finish within timeout_ms={}: {e}",
+                budget.as_millis()
+            ),
+        )
+        .next(match kind {
+            // The script never ran: nothing in it to fix.
+            evaluate::TimeoutKind::Setup => {
+                "call browser_snapshot to see the page state, then call again (with a larger timeout_ms if the page is slow)"
+            }
+            _ => "fix the script (an endless loop or a promise that never settles?) or raise timeout_ms (max 120000)",
+        }),
+        // No code of its own in this schema version: a timeout whose
+        // message says what kept the page busy and what was done about it.
+        E::PageBusy { stopped, budget, .. } => ToolError::new(
+            ErrorCode::Timeout,
+            format!("{what} did not finish within timeout_ms={}: {e}", budget.as_millis()),
+        )
+        .next(if *stopped {
+            format!(
+                "call {what} again: the page's script was stopped; if the page starts it again, leave the page with browser_navigate"
+            )
+        } else {
+            "call browser_snapshot to see the page state, then call again; if the page stays busy, leave it with browser_navigate".into()
+        }),
+        E::Cancelled { .. } => ToolError::internal(format!("{what}: {e}")),
+        E::Navigated { .. } | E::ContextDestroyed { .. } => ToolError::new(ErrorCode::Navigated, format!("{what}: {e}"))
+            .next("call browser_snapshot to see the new page, then decide whether to run it again"),
+        E::InvalidSource { .. } => ToolError::new(ErrorCode::ScriptError, format!("{what}: {e}"))
+            .next("fix the syntax: pass an expression, a function such as el => el.textContent, or statements (the value of the last expression statement is returned; with await, use return)"),
+        E::JsException { .. } => ToolError::new(ErrorCode::ScriptError, format!("{what}: {e}"))
+            .next("fix the expression and call browser_evaluate again"),
+        E::EvaluateDisabled => evaluate_disabled(what),
+        E::UnknownFrame { frame_id, .. } => ToolError::new(
+            ErrorCode::UnknownFrame,
+            format!(
+                "{what}: frame {frame_id} is not in the frame tree (it was removed, or its page navigated)"
+            ),
+        )
+        .next("call browser_snapshot and use a frame_id from its frame_tree"),
+        E::DialogOpened { .. } => ToolError::new(ErrorCode::DialogPending, format!("{what}: {e}"))
+            .next("call browser_snapshot to see pending_dialogs, answer with browser_dialog"),
+        E::Transport { source, .. } => {
+            let mut t = map_transport(source, what);
+            t.message = format!("{what}: {e}");
+            t
+        }
+        // An unreadable reply, and variants added later.
+        _ => ToolError::internal(format!("{what}: {e}")),
+    }
+}
+
+/// The `evaluate_disabled` error of `what`, a call that runs page script.
+pub(crate) fn evaluate_disabled(what: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::EvaluateDisabled,
+        format!(
+            "{what} runs page script, and this server runs with evaluate disabled (--no-evaluate)"
+        ),
+    )
+    .next("use browser_snapshot, browser_click, browser_type and browser_press_key instead")
+}
+
+#[cfg(test)]
+mod tests;

@@ -50,7 +50,8 @@
 //! `target_crashed`, `invalid_argument` (with `field`), `navigation_failed`,
 //! `browser_closed`, `script_error`, `navigated`, `not_interactable`,
 //! `cdp_error`, `unknown_tool`, `unknown_tab`, `internal`. Errors of the
-//! lower crates are mapped by their `code()`. `next_step` (optional) says what to call next.
+//! lower crates are mapped by their variant (`error.rs`). `next_step`
+//! (optional) says what to call next.
 //!
 //! ### Shared objects
 //!
@@ -140,10 +141,10 @@
 //! refused or cut short for one (a call waits, within its `timeout_ms`, for
 //! the policy to answer the dialogs pending when it starts), and
 //! `browser_navigate` sends the navigation even while a dialog shows (the
-//! navigation closes it; it is recorded `auto_policy` or `remote`). The one
-//! exception: the evaluate engine ends an evaluate when a dialog opens, so
-//! `browser_evaluate` still returns `dialog_pending`, saying the policy
-//! answers the dialog and the script's outcome is unknown.
+//! navigation closes it; it is recorded `auto_policy` or `remote`).
+//! `browser_evaluate` of `confirm('x')` under `auto_accept` returns `true`:
+//! the engine learns from the supervisor that the policy answers every
+//! dialog, and lets the script run on to its value.
 //!
 //! A tab closed elsewhere (another client, the user) gives `browser_closed`
 //! "the tab was closed (…)" with `next_step` `browser_tabs`; a lost

@@ -15,7 +15,9 @@
 //!    `done`, a ref cut off by a truncated snapshot, dialog messages cut by
 //!    Chromium;
 //! 8. `browser_snapshot` and `browser_tabs` answered with stale data after
-//!    the browser was gone.
+//!    the browser was gone;
+//! 9. a same-site navigation away from a page whose own script spins left
+//!    the tab answering nothing, for good.
 //!
 //! Timings are printed (`--nocapture`); bounds are loose (this 2-core
 //! machine is shared).
@@ -876,6 +878,131 @@ async fn after_the_browser_is_gone_snapshot_and_tabs_are_browser_closed() {
             );
             assert!(took < Duration::from_secs(1), "{tool} took {took:?}");
         }
+    })
+    .await;
+}
+
+// ------------------------------------------------------------------ 9
+
+/// A same-site navigation commits in the renderer process of the page it
+/// leaves; while that page's own script spins, Chromium holds every command
+/// of the tab's sessions (even `Runtime.terminateExecution`) behind the
+/// navigation, which never commits. The navigation must first stop the
+/// script, and say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn navigating_same_site_away_from_a_spinning_page_loads_the_new_page() {
+    guarded("same-site away from a spinning page", async {
+        let fx = FixtureServer::start().await;
+        fx.page(
+            "/self-spin.html",
+            "<!doctype html><title>Self</title><script>setTimeout(() => { while (true) {} }, 200)</script><p>spins soon</p>",
+        );
+        fx.page("/calm.html", "<!doctype html><title>Calm</title><p>calm</p>");
+        fx.page("/two.html", "<!doctype html><title>Two</title><p>two</p>");
+        let t = tools(ToolsConfig::default()).await;
+        let two = fx.url("127.0.0.1", "/two.html");
+
+        // The page's own timer starts the loop after its load.
+        let (nav, _) = call(
+            &t,
+            "browser_navigate",
+            json!({"url": fx.url("127.0.0.1", "/self-spin.html")}),
+        )
+        .await;
+        assert_eq!(nav["status"], "loaded", "{nav:#}");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let (nav, took) = call(&t, "browser_navigate", json!({"url": two, "timeout_ms": 10000})).await;
+        eprintln!("[spin away] page's own loop: {took:?} {nav}");
+        assert_eq!(nav["status"], "loaded", "{nav:#}");
+        assert_eq!(nav["url"], two, "{nav:#}");
+        assert_eq!(nav["title"], "Two", "{nav:#}");
+        let note = nav["note"].as_str().unwrap_or_default();
+        assert!(
+            note.contains("Runtime.terminateExecution") && note.contains("stopped"),
+            "{nav:#}"
+        );
+        assert!(took < Duration::from_secs(5), "navigate took {took:?}");
+
+        // A loop an earlier evaluate left behind, three times over.
+        for i in 0..3 {
+            let (nav, _) =
+                call(&t, "browser_navigate", json!({"url": fx.url("127.0.0.1", "/calm.html")})).await;
+            assert_eq!(nav["status"], "loaded", "#{i}: {nav:#}");
+            assert!(nav.get("note").is_none(), "#{i}: a calm page has no note: {nav:#}");
+            let (r, _) = call(
+                &t,
+                "browser_evaluate",
+                json!({"expression": "setTimeout(() => { while (true) {} }, 0); 1"}),
+            )
+            .await;
+            assert_eq!(r["value"], 1, "#{i}: {r:#}");
+            let (nav, took) = call(&t, "browser_navigate", json!({"url": two, "timeout_ms": 10000})).await;
+            eprintln!("[spin away] #{i}: {took:?} {nav}");
+            assert_eq!(nav["status"], "loaded", "#{i}: {nav:#}");
+            assert_eq!(nav["title"], "Two", "#{i}: {nav:#}");
+            assert!(took < Duration::from_secs(5), "#{i}: navigate took {took:?}");
+            let (r, took) = call(
+                &t,
+                "browser_evaluate",
+                json!({"expression": "document.title", "timeout_ms": 5000}),
+            )
+            .await;
+            assert_eq!(r["value"], "Two", "#{i}: {r:#}");
+            assert!(took < Duration::from_secs(2), "#{i}: evaluate took {took:?}");
+        }
+    })
+    .await;
+}
+
+/// A renderer busy with its page's own script produces no frame: the
+/// screenshot stops the script after half its budget (at most 2 s) and
+/// says so, instead of waiting its whole budget out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_screenshot_of_a_spinning_page_stops_the_script_and_says_so() {
+    guarded("screenshot of a spinning page", async {
+        let fx = FixtureServer::start().await;
+        fx.page(
+            "/calm.html",
+            "<!doctype html><title>Calm</title><p>calm</p>",
+        );
+        let t = tools(ToolsConfig::default()).await;
+        let (nav, _) = call(
+            &t,
+            "browser_navigate",
+            json!({"url": fx.url("127.0.0.1", "/calm.html")}),
+        )
+        .await;
+        assert_eq!(nav["status"], "loaded", "{nav:#}");
+        let (shot, _) = call(&t, "browser_screenshot", json!({})).await;
+        assert!(shot["bytes"].as_u64().unwrap_or(0) > 0, "{shot:#}");
+        assert!(
+            shot.get("note").is_none(),
+            "a calm page has no note: {shot:#}"
+        );
+        let (r, _) = call(
+            &t,
+            "browser_evaluate",
+            json!({"expression": "setTimeout(() => { while (true) {} }, 0); 1"}),
+        )
+        .await;
+        assert_eq!(r["value"], 1, "{r:#}");
+        let (shot, took) = call(&t, "browser_screenshot", json!({"timeout_ms": 8000})).await;
+        eprintln!("[spinning screenshot] {took:?} note={}", shot["note"]);
+        assert!(shot["bytes"].as_u64().unwrap_or(0) > 0, "{shot:#}");
+        let note = shot["note"].as_str().unwrap_or_default();
+        assert!(
+            note.contains("stopped") && note.contains("Runtime.terminateExecution"),
+            "{shot:#}"
+        );
+        assert!(took < Duration::from_secs(6), "screenshot took {took:?}");
+        let (r, took) = call(
+            &t,
+            "browser_evaluate",
+            json!({"expression": "document.title"}),
+        )
+        .await;
+        assert_eq!(r["value"], "Calm", "{r:#}");
+        assert!(took < Duration::from_secs(2), "evaluate took {took:?}");
     })
     .await;
 }

@@ -442,12 +442,12 @@ async fn c03_evaluate_or_click_that_opens_a_confirm_returns_with_the_dialog_and_
     );
 }
 
-/// Under an auto policy a dialog that ends a `browser_evaluate` is already
-/// answered by the time the tab's supervisor is asked about it: the error
-/// names that dialog by its real id (as `recent_dialogs` lists it), never an
-/// empty one.
+/// Under an auto policy the policy answers a dialog the script opens, and
+/// the script goes on: `browser_evaluate` returns the script's value
+/// (`confirm` → `true` under `auto_accept`, a prompt's default text), and
+/// `recent_dialogs` lists each dialog as closed by the policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_evaluate_ended_by_a_dialog_under_an_auto_policy_names_the_dialog_by_id() {
+async fn an_evaluate_that_opens_dialogs_under_an_auto_policy_returns_the_scripts_value() {
     let (fx, tools) = harness(ToolsConfig::default().dialog_policy("auto_accept")).await;
     navigate_loaded(
         &tools,
@@ -461,32 +461,81 @@ async fn an_evaluate_ended_by_a_dialog_under_an_auto_policy_names_the_dialog_by_
                 json!({"expression": format!("confirm('auto {i}')"), "timeout_ms": 5000}),
             )
             .await;
-        if v.get("error").is_none() {
-            // The engine may see the answer before it ends the call.
-            assert_eq!(v["value"], json!(true), "{v:#}");
-            continue;
-        }
-        assert_eq!(code(&v), "dialog_pending", "{v:#}");
-        println!("[auto evaluate] {i}: {}", v["error"]["message"]);
-        let id = v["error"]["dialog"]["id"].as_str().unwrap_or_default();
-        assert!(!id.is_empty(), "{v:#}");
-        assert_eq!(
-            v["error"]["dialog"]["message"],
-            json!(format!("auto {i}")),
-            "{v:#}"
-        );
-        let snap = tools.call("browser_snapshot", json!({})).await;
-        let recent = snap["recent_dialogs"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        assert!(
-            recent
-                .iter()
-                .any(|d| d["id"] == json!(id) && d["closed_by"] == "auto_policy"),
-            "{id} not among {recent:#?}"
-        );
+        assert_eq!(v["value"], json!(true), "#{i}: {v:#}");
     }
+    let v = tools
+        .call(
+            "browser_evaluate",
+            json!({"expression": "[confirm('one'), prompt('two', 'dflt'), (alert('three'), 'after')]", "timeout_ms": 5000}),
+        )
+        .await;
+    assert_eq!(v["value"], json!([true, "dflt", "after"]), "{v:#}");
+    let snap = tools.call("browser_snapshot", json!({})).await;
+    let recent: Vec<(Value, Value)> = snap["recent_dialogs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| (d["message"].clone(), d["closed_by"].clone()))
+        .collect();
+    let want: Vec<(Value, Value)> = ["auto 0", "auto 1", "auto 2", "one", "two", "three"]
+        .iter()
+        .map(|m| (json!(m), json!("auto_policy")))
+        .collect();
+    assert_eq!(recent, want, "{snap:#}");
+}
+
+/// Under `must_respond`, a dialog the script opens ends `browser_evaluate`
+/// at once with `dialog_pending` naming the supervisor's dialog by id, and
+/// saying the script ran up to it (it did: it waits on the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluate_that_opens_a_dialog_says_the_script_waits_on_it() {
+    let (fx, tools) = harness(ToolsConfig::default()).await;
+    navigate_loaded(
+        &tools,
+        &page(&fx, "127.0.0.1", "c03_confirm_from_action.html"),
+    )
+    .await;
+    let (v, took) = timed(
+        &tools,
+        "browser_evaluate",
+        json!({"expression": "window.before = 1; confirm('sure?')", "timeout_ms": 5000}),
+    )
+    .await;
+    assert_eq!(code(&v), "dialog_pending", "{v:#}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let id = v["error"]["dialog"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(id.starts_with("d-"), "{v:#}");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("opened while browser_evaluate ran") && msg.contains("waits"),
+        "{v:#}"
+    );
+    let snap = tools.call("browser_snapshot", json!({})).await;
+    assert_eq!(snap["pending_dialogs"][0]["id"], json!(id), "{snap:#}");
+    // A second evaluate is refused while it is pending: it blocks the page.
+    let v = tools
+        .call("browser_evaluate", json!({"expression": "1"}))
+        .await;
+    assert_eq!(code(&v), "dialog_pending", "{v:#}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("blocks the page"),
+        "{v:#}"
+    );
+    let a = tools
+        .call(
+            "browser_dialog",
+            json!({"action": "accept", "dialog_id": id}),
+        )
+        .await;
+    assert!(a.get("error").is_none(), "{a:#}");
+    eval_until(&tools, "window.before", json!(1)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

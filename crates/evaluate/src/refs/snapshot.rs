@@ -179,7 +179,6 @@ pub struct AxSnapshotter {
     page: Session,
     attached_page: bool,
     oopifs: Arc<Mutex<HashMap<TargetId, Session>>>,
-    route: Option<crate::TerminateRoute>,
     /// Holds an engine's evaluates while a termination sent here settles.
     hold: Option<crate::busy::SettleHook>,
     /// Given to the ref maps of this snapshotter's snapshots.
@@ -191,7 +190,7 @@ impl std::fmt::Debug for AxSnapshotter {
         f.debug_struct("AxSnapshotter")
             .field("page", &self.page)
             .field("attached_page", &self.attached_page)
-            .field("terminate_route", &self.route.is_some())
+            .field("facts", &self.facts.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -229,18 +228,9 @@ impl AxSnapshotter {
             page,
             attached_page: true,
             oopifs: Arc::default(),
-            route: None,
             hold: None,
             facts: None,
         })
-    }
-
-    /// Where `Runtime.terminateExecution` goes when a frame's renderer does
-    /// not answer (see [`crate::Engine::set_terminate_route`]); without it,
-    /// on the session the snapshot queried.
-    pub fn with_terminate_route(mut self, route: crate::TerminateRoute) -> Self {
-        self.route = Some(route);
-        self
     }
 
     /// A termination this snapshotter sends (a frame's renderer busy with
@@ -248,13 +238,20 @@ impl AxSnapshotter {
     /// settled, as the engine's own do ([`crate::Engine::terminate`]): a
     /// termination that finds nothing running ends the next script of that
     /// process, which must not be the user's.
+    /// The snapshotter also takes the engine's page facts
+    /// ([`crate::Engine::set_facts`]) unless it has its own.
     pub fn with_engine(mut self, engine: &crate::Engine) -> Self {
         self.hold = Some(engine.absorb_hook());
+        if self.facts.is_none() {
+            self.facts = engine.facts();
+        }
         self
     }
 
-    /// Frame facts the refs of this snapshotter's snapshots use instead of
-    /// asking Chromium on each action (see [`crate::PageFacts`]).
+    /// Page facts (see [`crate::PageFacts`]): where a termination goes when
+    /// a frame's renderer does not answer (without them, on the session the
+    /// snapshot queried), and what the refs of this snapshotter's snapshots
+    /// use instead of asking Chromium on each action.
     pub fn with_facts(mut self, facts: Arc<dyn crate::PageFacts>) -> Self {
         self.facts = Some(facts);
         self
@@ -267,7 +264,6 @@ impl AxSnapshotter {
             page,
             attached_page: false,
             oopifs: Arc::default(),
-            route: None,
             hold: None,
             facts: None,
         }
@@ -316,7 +312,7 @@ impl AxSnapshotter {
     /// A frame whose renderer does not answer a call for half the budget (at
     /// most [`crate::BUSY_AFTER_MAX`]) is busy with its page's own script:
     /// its target gets `Runtime.terminateExecution` once (on the session the
-    /// terminate route names, [`AxSnapshotter::with_terminate_route`]), the
+    /// page facts name, [`AxSnapshotter::with_facts`]), the
     /// walk goes on, and a note says so. Child frames end a fifth of the
     /// budget (at most 1 s) before the main frame, so a frame that stays
     /// stuck is skipped with a note.
@@ -342,7 +338,7 @@ impl AxSnapshotter {
             &budget,
             BUSY_AFTER_MAX,
             self.hold.clone(),
-            self.route.clone(),
+            self.facts.clone(),
         );
         // Child frames end a little before the main frame, so a frame
         // whose renderer stays stuck is skipped with a note and the rest

@@ -31,7 +31,7 @@
 //! `<anonymous>`): the comment cost a few microseconds per evaluate
 //! (`docs/profiles/evaluate.md`).
 
-use crate::engine::SourceForm;
+use super::SourceForm;
 use std::sync::OnceLock;
 
 /// Which helper lookup a wrapper carries.
@@ -212,4 +212,4 @@ pub(crate) fn function_compile_text(declaration: &str) -> String {
 /// statements started (an exception before they did is `not_script`). Its
 /// property `ev` is the browser's own `eval` as found at install (`null`
 /// when the page had replaced it: then scripts go as function bodies).
-const HELPER: &str = include_str!("../assets/helper.js");
+const HELPER: &str = include_str!("../../assets/helper.js");
