@@ -36,7 +36,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -285,11 +285,7 @@ fn unreachable_remote(e: &str) -> Value {
 }
 
 fn relaunch_failed(n: u32, max: u32, why: &str) -> Value {
-    json!({"error": {
-        "code": "browser_closed",
-        "message": format!("the Chromium tabwarden launched has exited and relaunch {n} of {max} failed: {why}"),
-        "next_step": "call the tool again to retry the relaunch, or restart tabwarden mcp",
-    }})
+    ToolError::relaunch_failed(n, max, why).to_json()
 }
 
 impl Server {
@@ -348,14 +344,10 @@ impl ServerHandler for Server {
             _ = self.stop.cancelled() => (stopped("the MCP client closed stdin"), None),
         };
         if let (Some(r), Some(obj)) = (relaunched, out.as_object_mut()) {
+            let record = tool_surface::types::BrowserRelaunched::new(r.relaunch, r.max, r.elapsed);
             obj.insert(
                 "browser_relaunched".into(),
-                json!({
-                    "relaunch": r.relaunch,
-                    "max_relaunches": r.max,
-                    "elapsed_ms": r.elapsed.as_millis() as u64,
-                    "note": "the Chromium tabwarden launched had exited; this call ran on a new headless Chromium (pages, tabs, refs and pending dialogs of the old one are gone)",
-                }),
+                serde_json::to_value(record).unwrap_or(Value::Null),
             );
         }
         let is_error = out.get("error").is_some();
@@ -371,10 +363,14 @@ impl ServerHandler for Server {
                         .map(String::from),
                 ) {
                     obj.insert("bytes_base64".into(), Value::from(data.len()));
-                    obj.insert(
-                        "note".into(),
-                        Value::from("the image is in this result's image content block"),
-                    );
+                    // A note of the screenshot itself (a script stopped, a
+                    // page cut at the capture limit) is kept before it.
+                    let here = "the image is in this result's image content block";
+                    let note = match obj.get("note").and_then(Value::as_str) {
+                        Some(n) => format!("{n}; {here}"),
+                        None => here.into(),
+                    };
+                    obj.insert("note".into(), Value::from(note));
                     image = Some(ContentBlock::image(data, mime));
                 }
             }

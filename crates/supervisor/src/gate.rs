@@ -54,8 +54,6 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-/// `Runtime.runIfWaitingForDebugger`.
-pub(crate) const RESUME: &str = "Runtime.runIfWaitingForDebugger";
 /// Bound on one `Runtime.runIfWaitingForDebugger`.
 pub(crate) const RESUME_TIMEOUT: Duration = Duration::from_secs(2);
 /// Bound on `Target.detachFromTarget` of a session the gate lets go of.
@@ -258,10 +256,9 @@ impl Gate {
 
 /// Resumes a paused target (harmless on a running one), within [`RESUME_TIMEOUT`].
 pub(crate) async fn resume(session: &Session) -> bool {
-    match session
-        .call(RESUME, json!({}), Budget::new(RESUME_TIMEOUT))
-        .await
-    {
+    let resume =
+        chromiumoxide_cdp::cdp::js_protocol::runtime::RunIfWaitingForDebuggerParams::default();
+    match session.execute(resume, Budget::new(RESUME_TIMEOUT)).await {
         Ok(_) => true,
         Err(e) => {
             warn!(session = ?session.id(), error = %e, "Runtime.runIfWaitingForDebugger failed");

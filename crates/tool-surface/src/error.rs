@@ -181,6 +181,15 @@ impl ToolError {
         }
         e
     }
+    /// `browser_closed` when the Chromium `tabwarden mcp` launched has
+    /// exited and relaunch `n` of at most `max` failed (`why`).
+    pub fn relaunch_failed(n: u32, max: u32, why: &str) -> Self {
+        Self::new(
+            ErrorCode::BrowserClosed,
+            format!("the Chromium tabwarden launched has exited and relaunch {n} of {max} failed: {why}"),
+        )
+        .next("call the tool again to retry the relaunch, or restart tabwarden mcp")
+    }
     /// A `timeout` error for a budget of `budget_ms`.
     pub fn timeout(what: &str, budget_ms: u64) -> Self {
         Self::new(ErrorCode::Timeout, format!("{what} did not finish within timeout_ms={budget_ms}"))

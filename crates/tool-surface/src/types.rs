@@ -421,6 +421,33 @@ pub struct ScreenshotResponse {
     pub note: Option<String>,
 }
 
+/// `browser_relaunched`, added by `tabwarden mcp` to the result of a call
+/// that ran on a Chromium it launched again because the one it had launched
+/// exited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserRelaunched {
+    /// Which relaunch this was (1-based).
+    pub relaunch: u32,
+    /// The most relaunches the server makes (`--max-relaunches`).
+    pub max_relaunches: u32,
+    /// How long the relaunch took, milliseconds.
+    pub elapsed_ms: u64,
+    /// What the agent lost.
+    pub note: String,
+}
+
+impl BrowserRelaunched {
+    /// The record of relaunch `relaunch` of at most `max`, which took `elapsed`.
+    pub fn new(relaunch: u32, max: u32, elapsed: std::time::Duration) -> Self {
+        Self {
+            relaunch,
+            max_relaunches: max,
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            note: "the Chromium tabwarden launched had exited; this call ran on a new headless Chromium (pages, tabs, refs and pending dialogs of the old one are gone)".into(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------- console
 
 /// `browser_console`: console errors and uncaught exceptions of the tab.

@@ -11,8 +11,12 @@ use crate::state::{Kind, State};
 use arc_swap::ArcSwap;
 use bridge_script::Bridge;
 use cdp_transport::{Budget, Connection, Session, TargetId};
-use chromiumoxide_cdp::cdp::browser_protocol::target::CreateTargetParams;
-use serde_json::{json, Value};
+use chromiumoxide_cdp::cdp::browser_protocol::target::{
+    CreateTargetParams, SetAutoAttachParams, SetDiscoverTargetsParams,
+};
+use chromiumoxide_cdp::cdp::browser_protocol::{inspector, page};
+use chromiumoxide_cdp::cdp::js_protocol::runtime;
+use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -150,19 +154,9 @@ pub(super) async fn setup_page(
     page: &Session,
 ) -> Result<()> {
     let b = shared.budget(shared.config.attach_timeout);
-    for (m, p) in [
-        ("Inspector.enable", json!({})),
-        ("Page.enable", json!({})),
-        ("Runtime.enable", json!({})),
-        (
-            "Target.setAutoAttach",
-            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-        ),
-    ] {
-        page.call(m, p, b.clone())
-            .await
-            .map_err(|e| Error::cdp(format!("{m} on the page session"), e))?;
-    }
+    enable_domains(page, true, &b)
+        .await
+        .map_err(|(m, e)| Error::cdp(format!("{m} on the page session"), e))?;
     if install_bridge(shared, page, true).await {
         let mut st = shared.lock();
         if st.page.id() == page.id() {
@@ -174,13 +168,9 @@ pub(super) async fn setup_page(
     // Target events (our tab destroyed or crashed, popup URLs; and, without
     // the gate, the `Target.targetCreated` popups are attached after).
     conn.browser()
-        .call(
-            "Target.setDiscoverTargets",
-            json!({"discover": true}),
-            b.clone(),
-        )
+        .execute(SetDiscoverTargetsParams::new(true), b.clone())
         .await
-        .map_err(|e| Error::cdp("Target.setDiscoverTargets", e))?;
+        .map_err(|e| Error::cdp(SetDiscoverTargetsParams::IDENTIFIER, e))?;
     // A pending dialog would hold Page.getFrameTree: never wait for it here.
     let (shared2, page2) = (shared.clone(), page.clone());
     shared
@@ -294,30 +284,14 @@ pub(super) async fn setup_child(
 ) {
     if !skip {
         let b = shared.budget(shared.config.setup_timeout);
-        let steps: &[(&str, Value)] = match kind {
-            Kind::Iframe => &[
-                ("Page.enable", json!({})),
-                ("Runtime.enable", json!({})),
-                (
-                    "Target.setAutoAttach",
-                    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-                ),
-            ],
-            Kind::Popup | Kind::Page => &[
-                ("Inspector.enable", json!({})),
-                ("Page.enable", json!({})),
-                ("Runtime.enable", json!({})),
-                (
-                    "Target.setAutoAttach",
-                    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-                ),
-            ],
-            Kind::Other => &[],
+        let inspector = match kind {
+            Kind::Iframe => Some(false),
+            Kind::Popup | Kind::Page => Some(true),
+            Kind::Other => None,
         };
-        for (m, p) in steps {
-            if let Err(e) = session.call(m, p.clone(), b.clone()).await {
+        if let Some(inspector) = inspector {
+            if let Err((m, e)) = enable_domains(&session, inspector, &b).await {
                 debug!(session = ?session.id(), method = m, error = %e, "session setup step failed; resuming anyway");
-                break;
             }
         }
         if matches!(kind, Kind::Iframe | Kind::Popup) {
@@ -333,4 +307,38 @@ pub(super) async fn setup_child(
     if !skip && matches!(kind, Kind::Iframe | Kind::Popup) {
         load_frame_tree(&shared, &session).await;
     }
+}
+
+/// The domains every session of a tab gets, in order: `Inspector.enable`
+/// (page and popup targets: `Inspector.targetCrashed`), `Page.enable`,
+/// `Runtime.enable`, and `Target.setAutoAttach` paused and flattened (its
+/// OOPIFs, workers and popups come attached and wait for their own set-up).
+/// Stops at the first step that fails, naming it.
+async fn enable_domains(
+    session: &Session,
+    inspector: bool,
+    b: &Budget,
+) -> std::result::Result<(), (&'static str, cdp_transport::Error)> {
+    if inspector {
+        let p = inspector::EnableParams::default();
+        session
+            .execute(p, b.clone())
+            .await
+            .map_err(|e| (inspector::EnableParams::IDENTIFIER, e))?;
+    }
+    session
+        .execute(page::EnableParams::default(), b.clone())
+        .await
+        .map_err(|e| (page::EnableParams::IDENTIFIER, e))?;
+    session
+        .execute(runtime::EnableParams::default(), b.clone())
+        .await
+        .map_err(|e| (runtime::EnableParams::IDENTIFIER, e))?;
+    let mut auto = SetAutoAttachParams::new(true, true);
+    auto.flatten = Some(true);
+    session
+        .execute(auto, b.clone())
+        .await
+        .map_err(|e| (SetAutoAttachParams::IDENTIFIER, e))?;
+    Ok(())
 }
