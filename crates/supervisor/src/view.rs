@@ -205,3 +205,31 @@ pub struct SupervisorView {
     #[serde(skip)]
     pub dialogs_opened: u64,
 }
+
+/// The id of the `n`-th dialog a supervisor saw opening (`d-N`).
+pub(crate) fn dialog_id(n: u64) -> String {
+    format!("d-{n}")
+}
+
+impl SupervisorView {
+    /// The dialog that opened last ([`SupervisorView::dialogs_opened`]),
+    /// pending or among the recent ones; `None` when none opened yet or the
+    /// recent list no longer holds it.
+    pub fn latest_dialog(&self) -> Option<&PendingDialog> {
+        self.dialog(&dialog_id(self.dialogs_opened))
+    }
+
+    /// The dialog `id`, pending or among the recent ones.
+    pub fn dialog(&self, id: &str) -> Option<&PendingDialog> {
+        self.pending_dialogs
+            .iter()
+            .find(|d| d.id == id)
+            .or_else(|| {
+                self.recent_dialogs
+                    .iter()
+                    .rev()
+                    .map(|c| &c.dialog)
+                    .find(|d| d.id == id)
+            })
+    }
+}

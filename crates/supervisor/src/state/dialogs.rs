@@ -34,6 +34,13 @@ pub(crate) struct Answer {
 }
 
 impl State {
+    /// The id of the dialog opening now (`d-N`, N counting from 1).
+    fn take_dialog_id(&mut self) -> String {
+        let id = crate::view::dialog_id(self.next_dialog);
+        self.next_dialog += 1;
+        id
+    }
+
     pub(super) fn on_dialog_opening(
         &mut self,
         p: &Value,
@@ -44,8 +51,7 @@ impl State {
         let Some(root) = self.sessions.get(&i.root).cloned() else {
             return;
         };
-        let id = format!("d-{}", self.next_dialog);
-        self.next_dialog += 1;
+        let id = self.take_dialog_id();
         let kind = dialog_type(p);
         let default_prompt = if kind == "prompt" {
             Some(str_of(p, "defaultPrompt"))
@@ -220,8 +226,7 @@ impl State {
         let Some(root) = self.sessions.get(&i.root).cloned() else {
             return;
         };
-        let id = format!("d-{}", self.next_dialog);
-        self.next_dialog += 1;
+        let id = self.take_dialog_id();
         let frame_id = d.frame_id.as_deref().map(FrameId::new);
         let url = frame_id
             .as_ref()

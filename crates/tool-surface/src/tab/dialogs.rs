@@ -111,10 +111,7 @@ impl Tab {
     pub fn recorded_dialog(&self, info: &evaluate::DialogInfo) -> Result<DialogView, ToolError> {
         let v = self.sup.snapshot();
         let id = info.id.as_deref().unwrap_or_default();
-        v.pending_dialogs
-            .iter()
-            .find(|d| d.id == id)
-            .or_else(|| v.recent_dialogs.iter().rev().map(|c| &c.dialog).find(|d| d.id == id))
+        v.dialog(id)
             .map(dialog_view)
             .ok_or_else(|| {
                 ToolError::internal(format!(

@@ -52,23 +52,10 @@ impl evaluate::PageFacts for SupervisorFacts {
 
     fn dialogs(&self) -> Option<DialogRecord> {
         let v = self.0.snapshot();
-        let latest_id = format!("d-{}", v.dialogs_opened);
-        let latest = v
-            .pending_dialogs
-            .iter()
-            .find(|d| d.id == latest_id)
-            .or_else(|| {
-                v.recent_dialogs
-                    .iter()
-                    .rev()
-                    .map(|c| &c.dialog)
-                    .find(|d| d.id == latest_id)
-            })
-            .map(info);
         Some(DialogRecord {
             opened: v.dialogs_opened,
             open: v.pending_dialogs.first().map(info),
-            latest,
+            latest: v.latest_dialog().map(info),
             answered_by_owner: self.0.dialog_policy() != DialogPolicy::MustRespond,
         })
     }
